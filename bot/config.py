@@ -1,0 +1,187 @@
+"""Server settings (environment / ``.env``) and the repo config model.
+
+Nothing here is instantiated at import time: ``Settings()`` is built by the CLI
+and passed explicitly to whatever needs it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from bot.errors import ConfigError
+
+Mode = Literal["debate", "critique", "arbitrate", "proposal"]
+TurnOrder = Literal["parallel", "alternating"]
+Permission = Literal["read", "triage", "write", "maintain", "admin"]
+
+
+class Endpoint(BaseModel):
+    """A named model endpoint from the server config (never from repo config)."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["openai", "anthropic"] = "openai"
+    base_url: str
+    api_key: SecretStr | None = None
+    max_concurrency: int = Field(default=4, ge=1, le=64)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="DEBATE_BOT_", env_file=".env", extra="ignore", populate_by_name=True
+    )
+
+    app_id: int | None = None
+    private_key: SecretStr | None = None
+    private_key_file: Path | None = None
+    webhook_secret: SecretStr | None = None
+    github_api_url: str = "https://api.github.com"
+    database_url: str = "sqlite:///./debate-bot.db"
+    default_model: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 3000
+    log_level: str = "INFO"
+    log_json: bool = True
+
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "openai_api_key")
+    )
+    openai_base_url: str = Field(
+        default="https://api.openai.com/v1",
+        validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url"),
+    )
+    anthropic_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "anthropic_api_key")
+    )
+    anthropic_base_url: str = Field(
+        default="https://api.anthropic.com",
+        validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "anthropic_base_url"),
+    )
+    # Named endpoints, as JSON: {"local": {"kind": "openai", "base_url": "http://..."}}
+    endpoints: dict[str, Endpoint] = Field(default_factory=dict)
+
+    model_timeout_s: float = 120.0
+    model_max_retries: int = 3
+    model_max_retry_wait_s: float = 30.0
+    provider_max_concurrency: int = 8
+
+    github_max_retry_wait_s: float = 60.0
+    github_write_interval_s: float = 1.0  # pacing of content-creating calls per installation
+
+    max_webhook_bytes: int = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+    worker_concurrency: int = 4
+    worker_poll_s: float = 1.0
+    lease_s: float = 60.0
+
+    def private_key_pem(self) -> str | None:
+        if self.private_key is not None:
+            return self.private_key.get_secret_value()
+        if self.private_key_file is not None:
+            try:
+                return self.private_key_file.read_text()
+            except OSError as exc:
+                raise ConfigError(f"cannot read DEBATE_BOT_PRIVATE_KEY_FILE: {exc.strerror}") from exc
+        return None
+
+
+class PersonaConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=40)
+    perspective: str = Field(default="", max_length=2000)
+    model: str | None = None
+    fallbacks: list[str] = Field(default_factory=list)
+
+
+class Quotas(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    per_repo_per_day: int = Field(default=50, ge=0)
+    per_user_per_day: int = Field(default=10, ge=0)
+
+
+class ArbitrationConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    resolve_on_dismissed: bool = False
+    label_on_confirmed: str | None = None
+
+
+class DesignReviewConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    paths: list[str] = Field(default_factory=list)
+
+
+class RepoConfig(BaseModel):
+    """`.github/debate.yml`. Holds no secret and no endpoint URL by construction."""
+
+    model_config = ConfigDict(extra="forbid")
+    command: str = "/debate"
+    trigger_label: str = "debate"
+    min_permission: Permission = "write"
+    mode: Mode | None = None
+    rounds: int = Field(default=3, ge=1, le=10)
+    turn_order: TurnOrder = "parallel"
+    response_scale: float = Field(default=1.5, gt=0, le=10)
+    context_budget_kb: int = Field(default=100, ge=1, le=1024)
+    synthesizer: str = "judge"
+    personas: list[PersonaConfig] = Field(default_factory=list)
+    judge: str | None = None
+    voters: list[str] = Field(default_factory=list)
+    tiers: list[list[str]] = Field(default_factory=list)
+    on_unavailable: Literal["downgrade", "abort"] = "downgrade"
+    quotas: Quotas = Field(default_factory=Quotas)
+    public_transcript: Literal["full", "summary"] = "full"
+    max_tokens_per_run: int = Field(default=400_000, ge=1000)
+    arbitration: ArbitrationConfig = Field(default_factory=ArbitrationConfig)
+    design_review: DesignReviewConfig = Field(default_factory=DesignReviewConfig)
+
+    @field_validator("command")
+    @classmethod
+    def _command_is_slash(cls, v: str) -> str:
+        if not v.startswith("/") or " " in v:
+            raise ValueError("command must start with '/' and contain no spaces")
+        return v
+
+
+def parse_yaml_mapping(text: str, *, source: str) -> dict[str, object]:
+    """Parse YAML that must be a mapping; errors name the line (1-based)."""
+    try:
+        data = yaml.safe_load(text) if text.strip() else {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{source}: YAML error{where}: {problem}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def format_validation_error(exc: ValidationError, *, source: str) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        parts.append(f"{loc}: {err['msg']}")
+    return f"{source}: " + "; ".join(parts)
+
+
+def load_repo_config(text: str | None, *, source: str = ".github/debate.yml") -> RepoConfig:
+    if text is None:
+        return RepoConfig()
+    data = parse_yaml_mapping(text, source=source)
+    try:
+        return RepoConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, source=source)) from exc

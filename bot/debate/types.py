@@ -1,0 +1,168 @@
+"""Value types shared by the engine and the I/O shell.
+
+All are frozen dataclasses of plain values, so they can be persisted as JSON
+(see ``to_json``/``from_json`` helpers in the modules that store them) and
+compared for equality in tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Mode = Literal["debate", "critique", "arbitrate", "proposal"]
+TurnOrder = Literal["parallel", "alternating"]
+Phase = Literal["frame", "opening", "rebuttal", "counter", "vote", "synthesis"]
+DropClass = Literal["timeout", "rate_limited", "provider_error", "unusable_output", "unavailable"]
+TurnStatus = Literal["ok", "dropped"]
+Stance = Literal["AGREE", "HOLD", "CONCEDE"]
+OutcomeKind = Literal[
+    "verdict",  # debate mode
+    "critique",  # critique mode
+    "arbitration",  # arbitrate mode
+    "proposal",  # proposal mode, finished
+    "pending_decision",  # proposal mode, stalemates wait for `/debate decide`
+    "aborted",  # quorum lost, vendors unavailable with on_unavailable=abort, ...
+]
+ArbitrationVerdict = Literal["DISMISSED", "CONFIRMED", "ESCALATED"]
+
+JUDGE = "judge"  # slot name of the judge
+
+
+@dataclass(frozen=True)
+class PersonaSpec:
+    name: str
+    perspective: str
+    model: str  # "provider/model" or a named endpoint "name/model"
+    fallbacks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ContextFile:
+    """A repo file embedded in the prompt (already loaded and budgeted)."""
+
+    path: str
+    text: str
+    size_bytes: int  # size of the original file
+    condensed: bool = False
+
+
+@dataclass(frozen=True)
+class ArbitrationContext:
+    concern: str  # the review comment body
+    concern_author: str
+    concern_author_is_bot: bool
+    path: str
+    diff_hunk: str
+    file_excerpt: str  # the file at the PR head around the line (bounded)
+    pr_title: str
+    pr_body: str
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A maintainer's answer to a proposal stalemate (`/debate decide`)."""
+
+    point: int
+    choice: str  # "A", "B" or "both"
+    by: str = ""
+
+
+@dataclass(frozen=True)
+class DebateSpec:
+    """Everything the engine needs to know about one run. Built by the shell."""
+
+    mode: Mode
+    title: str
+    subject: str  # the question or plan text (already capped; see subject_truncated)
+    personas: tuple[PersonaSpec, ...] = ()  # empty: auto-pick in the frame phase
+    judge: str = ""  # model reference of the judge
+    judge_fallbacks: tuple[str, ...] = ()
+    rounds: int = 3
+    turn_order: TurnOrder = "parallel"
+    response_scale: float = 1.5
+    synthesizer: str = JUDGE  # "judge" or a persona name
+    context_files: tuple[ContextFile, ...] = ()
+    warnings: tuple[str, ...] = ()  # e.g. missing @path files, a truncated subject
+    subject_truncated: bool = False
+    max_tokens: int | None = None  # input+output token cap for the run
+    max_cost_usd: float | None = None
+    vote_stalemates: bool = False
+    voters: tuple[str, ...] = ()  # model refs of the voter panel
+    decisions: tuple[Decision, ...] = ()
+    tiers: tuple[tuple[str, ...], ...] = ()  # escalation tiers: model refs per tier
+    on_unavailable: Literal["downgrade", "abort"] = "downgrade"
+    # Providers the shell can actually reach (have credentials/endpoints), e.g.
+    # {"openai", "anthropic"}. Used for degradation; empty means "all".
+    available_providers: frozenset[str] = frozenset()
+    arbitration: ArbitrationContext | None = None
+    seed: str = ""  # deterministic shuffles (voter labels); the run id in practice
+
+
+@dataclass(frozen=True)
+class TurnKey:
+    phase: Phase
+    round: int  # 0 for frame and synthesis
+    slot: str  # persona name, "judge", or "voter-<i>"
+    tier: int = 0  # escalation tier (0 = first run)
+
+    def id(self) -> str:
+        return f"t{self.tier}:{self.phase}:{self.round}:{self.slot}"
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0  # total input tokens, cached included
+    output_tokens: int = 0
+    cached_tokens: int = 0  # input tokens served from the provider's prefix cache
+    latency_ms: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One finished model call (or the record that it could not be made)."""
+
+    key: TurnKey
+    text: str
+    model: str  # the model reference that produced it (after fallbacks)
+    usage: Usage = field(default_factory=Usage)
+    status: TurnStatus = "ok"
+    drop_class: DropClass | None = None
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """``system`` and ``prefix`` are identical across every request of a run
+    (shared instructions, fenced subject and files), so provider prefix caches hit;
+    ``suffix`` holds the persona lens and the round's material."""
+
+    system: str
+    prefix: str
+    suffix: str
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    key: TurnKey
+    models: tuple[str, ...]  # primary first, then fallbacks, tried in order
+    prompt: Prompt
+    max_output_tokens: int
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Requests to run now. ``parallel`` requests don't see each other's output."""
+
+    requests: tuple[ModelRequest, ...]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: OutcomeKind
+    title: str  # e.g. the proposal issue title, or the debate title
+    body: str  # rendered markdown of the final comment (no marker line)
+    verdict: ArbitrationVerdict | None = None  # arbitrate mode
+    pending_points: tuple[int, ...] = ()  # proposal stalemates awaiting decisions
+    reason: str = ""  # aborted: stable reason class
