@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     github_api_url: str = "https://api.github.com"
     database_url: str = "sqlite:///./debate-bot.db"
     default_model: str | None = None
+    # Models for auto-picked personas, seat by seat, when the repo config names none;
+    # e.g. '["openai/gpt-4.1-mini","anthropic/claude-sonnet-4-5"]'.
+    default_models: list[str] = Field(default_factory=list)
     host: str = "127.0.0.1"
     port: int = 3000
     log_level: str = "INFO"
@@ -136,6 +139,8 @@ class RepoConfig(BaseModel):
     synthesizer: str = "judge"
     personas: list[PersonaConfig] = Field(default_factory=list)
     judge: str | None = None
+    # Models for auto-picked personas, in seat order (heterogeneous vendors are best).
+    models: list[str] = Field(default_factory=list)
     voters: list[str] = Field(default_factory=list)
     tiers: list[list[str]] = Field(default_factory=list)
     on_unavailable: Literal["downgrade", "abort"] = "downgrade"
@@ -144,6 +149,8 @@ class RepoConfig(BaseModel):
     max_tokens_per_run: int = Field(default=400_000, ge=1000)
     arbitration: ArbitrationConfig = Field(default_factory=ArbitrationConfig)
     design_review: DesignReviewConfig = Field(default_factory=DesignReviewConfig)
+    # `debate:running` costs two extra writes per run (add, then remove): opt-in.
+    running_label: bool = False
 
     @field_validator("command")
     @classmethod

@@ -1,0 +1,36 @@
+"""Durable storage: webhook deliveries, runs, turns and the bot's own comments.
+
+SQLAlchemy Core over SQLite (default, WAL) or PostgreSQL, with Alembic
+migrations shipped in ``bot/store/migrations``.
+"""
+
+from bot.store.codec import CodecError, spec_from_json, spec_to_json
+from bot.store.rows import (
+    ActiveRunExists,
+    CommentKind,
+    CommentRecord,
+    DeliveryRow,
+    DeliveryState,
+    RunNotFound,
+    RunRow,
+    RunState,
+)
+from bot.store.runs import RunStore
+from bot.store.schema import ACTIVE_RUN_STATES, RUN_STATES
+
+__all__ = [
+    "ACTIVE_RUN_STATES",
+    "RUN_STATES",
+    "ActiveRunExists",
+    "CodecError",
+    "CommentKind",
+    "CommentRecord",
+    "DeliveryRow",
+    "DeliveryState",
+    "RunNotFound",
+    "RunRow",
+    "RunState",
+    "RunStore",
+    "spec_from_json",
+    "spec_to_json",
+]

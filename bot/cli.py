@@ -1,0 +1,105 @@
+"""The `debate-bot` command. Thin: parses arguments, builds settings, delegates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from bot.config import Settings, format_validation_error
+from bot.errors import BotError, ConfigError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="debate-bot: structured adversarial debates between LLM personas on GitHub.",
+)
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, source="settings")) from exc
+
+
+def _fail(exc: BotError) -> typer.Exit:
+    typer.secho(f"error: {exc.public}", err=True, fg=typer.colors.RED)
+    return typer.Exit(2)
+
+
+@app.command()
+def serve() -> None:
+    """Web server and embedded worker in one process (SQLite by default)."""
+    from bot.service import run_service
+
+    try:
+        run_service(_settings(), web=True, worker=True)
+    except ConfigError as exc:
+        raise _fail(exc) from None
+
+
+@app.command()
+def web() -> None:
+    """Web server only (scale-out: workers run separately on PostgreSQL)."""
+    from bot.service import run_service
+
+    try:
+        run_service(_settings(), web=True, worker=False)
+    except ConfigError as exc:
+        raise _fail(exc) from None
+
+
+@app.command()
+def worker() -> None:
+    """Worker only: claims deliveries and runs from the shared database."""
+    from bot.service import run_service
+
+    try:
+        run_service(_settings(), web=False, worker=True)
+    except ConfigError as exc:
+        raise _fail(exc) from None
+
+
+@app.command()
+def migrate() -> None:
+    """Apply database migrations."""
+    from bot.store import RunStore
+
+    try:
+        settings = _settings()
+        RunStore.from_url(settings.database_url).migrate()
+    except BotError as exc:
+        raise _fail(exc) from None
+    typer.echo("migrations applied")
+
+
+@app.command()
+def run(
+    file: Annotated[Path | None, typer.Argument(help="Markdown plan or topic (default .github/debate.md)")] = None,
+    rounds: Annotated[int | None, typer.Option(min=1, max=10, help="Rounds (overrides frontmatter)")] = None,
+    mode: Annotated[str | None, typer.Option(help="debate | critique | arbitrate | proposal")] = None,
+    model: Annotated[str | None, typer.Option(help="Model for every persona, e.g. openai/gpt-4.1-mini")] = None,
+    judge: Annotated[str | None, typer.Option(help="Model for the judge")] = None,
+    alternating: Annotated[bool, typer.Option("--alternating", help="A then B within a round")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the planned batches; call no model")] = False,
+    output_dir: Annotated[Path | None, typer.Option(help="Where to write the transcript")] = None,
+) -> None:
+    """Debate a markdown file locally and write a transcript."""
+    from bot.local_run import LocalOptions, run_local
+
+    options = LocalOptions(
+        file=file, rounds=rounds, mode=mode, model=model, judge=judge,
+        alternating=alternating, dry_run=dry_run, output_dir=output_dir,
+    )
+    try:
+        code = run_local(_settings(), options)
+    except BotError as exc:
+        raise _fail(exc) from None
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    app()

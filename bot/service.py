@@ -1,0 +1,83 @@
+"""Process wiring for `serve`, `web` and `worker`: build the parts, run them."""
+
+from __future__ import annotations
+
+import anyio
+import uvicorn
+
+from bot.app.main import create_app
+from bot.app.metrics import Metrics
+from bot.config import Settings
+from bot.errors import ConfigError
+from bot.github.gateway import GitHubGateway
+from bot.llm.router import ModelRouter
+from bot.logs import configure_logging, get_logger
+from bot.store import RunStore
+from bot.worker.intake import Services
+from bot.worker.pool import Worker
+
+log = get_logger(__name__)
+
+
+def open_store(settings: Settings) -> RunStore:
+    store = RunStore.from_url(settings.database_url)
+    # The embedded SQLite default migrates itself; PostgreSQL deployments run
+    # `debate-bot migrate` once, so that many processes never race on it.
+    if store.engine.dialect.name == "sqlite":
+        store.migrate()
+    return store
+
+
+def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Services:
+    if settings.app_id is None or settings.private_key_pem() is None:
+        raise ConfigError(
+            "the worker needs DEBATE_BOT_APP_ID and DEBATE_BOT_PRIVATE_KEY "
+            "(or DEBATE_BOT_PRIVATE_KEY_FILE)"
+        )
+
+    def on_request(method: str, route: str, status: int) -> None:
+        metrics.github_calls.labels(method, route, str(status)).inc()
+
+    gateway = GitHubGateway(settings, on_request=on_request)
+    return Services(settings, store, gateway, ModelRouter(settings), metrics)
+
+
+async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
+    store = open_store(settings)
+    metrics = Metrics()
+    metrics.watch_runs(store.counts_by_state)
+    wake = lambda: None  # noqa: E731
+    svc: Services | None = None
+    if worker:
+        if settings.app_id is None and web:
+            log.warning("worker.disabled", reason="DEBATE_BOT_APP_ID is not set; "
+                        "deliveries are stored but not processed")
+        else:
+            svc = build_services(settings, store, metrics)
+    if web and settings.webhook_secret is None:
+        log.warning("webhooks.refused", reason="DEBATE_BOT_WEBHOOK_SECRET is not set")
+    async with anyio.create_task_group() as tg:
+        if svc is not None:
+            w = Worker(svc)
+            wake = w.wake
+            tg.start_soon(w.run)
+        if web:
+            app = create_app(settings, store, metrics, wake=wake)
+            config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
+                                    access_log=False, lifespan="off")
+            server = uvicorn.Server(config)
+            log.info("web.listening", host=settings.host, port=settings.port)
+            await server.serve()  # returns on SIGINT/SIGTERM
+            tg.cancel_scope.cancel()
+    if svc is not None:
+        await svc.gateway.aclose()
+        await svc.router.aclose()
+    store.dispose()
+
+
+def run_service(settings: Settings, *, web: bool, worker: bool) -> None:
+    configure_logging(settings.log_level, json=settings.log_json)
+    try:
+        anyio.run(lambda: serve_async(settings, web=web, worker=worker))
+    except KeyboardInterrupt:
+        pass

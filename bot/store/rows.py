@@ -1,0 +1,131 @@
+"""Row value types returned by the store, and the store's errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, NamedTuple, cast
+
+from bot.debate.types import DebateSpec
+from bot.errors import StoreError
+from bot.store.codec import spec_from_json
+
+RunState = Literal["queued", "running", "waiting", "done", "failed", "cancelled", "aborted"]
+DeliveryState = Literal["pending", "done", "ignored", "failed"]
+CommentKind = Literal["issue", "review"]
+
+
+@dataclass(frozen=True)
+class DeliveryRow:
+    delivery_id: str
+    event: str
+    action: str | None
+    installation_id: int | None
+    payload: str
+    received_at: datetime
+    state: DeliveryState
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    attempts: int
+    error_class: str | None
+    finished_at: datetime | None
+
+    @classmethod
+    def from_mapping(cls, row: Mapping[Any, Any]) -> DeliveryRow:
+        return cls(
+            delivery_id=row["delivery_id"],
+            event=row["event"],
+            action=row["action"],
+            installation_id=row["installation_id"],
+            payload=row["payload"],
+            received_at=row["received_at"],
+            state=cast(DeliveryState, row["state"]),
+            lease_owner=row["lease_owner"],
+            lease_expires_at=row["lease_expires_at"],
+            attempts=row["attempts"],
+            error_class=row["error_class"],
+            finished_at=row["finished_at"],
+        )
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: str
+    installation_id: int | None
+    repo: str
+    issue_number: int
+    is_pr: bool
+    mode: str
+    state: RunState
+    spec: str  # DebateSpec JSON; see debate_spec()
+    trigger: dict[str, Any] = field(hash=False)
+    requested_by: str
+    created_at: datetime
+    updated_at: datetime
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    attempts: int
+    cancel_requested: bool
+    outcome_kind: str | None
+    error_class: str | None
+    tokens_total: int
+    cost_usd: float
+
+    @property
+    def active(self) -> bool:
+        return self.state in ("queued", "running", "waiting")
+
+    def debate_spec(self) -> DebateSpec:
+        return spec_from_json(self.spec)
+
+    @classmethod
+    def from_mapping(cls, row: Mapping[Any, Any]) -> RunRow:
+        trigger = json.loads(row["trigger"]) if row["trigger"] else {}
+        return cls(
+            id=row["id"],
+            installation_id=row["installation_id"],
+            repo=row["repo"],
+            issue_number=row["issue_number"],
+            is_pr=bool(row["is_pr"]),
+            mode=row["mode"],
+            state=cast(RunState, row["state"]),
+            spec=row["spec"],
+            trigger=trigger if isinstance(trigger, dict) else {},
+            requested_by=row["requested_by"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            lease_owner=row["lease_owner"],
+            lease_expires_at=row["lease_expires_at"],
+            attempts=row["attempts"],
+            cancel_requested=bool(row["cancel_requested"]),
+            outcome_kind=row["outcome_kind"],
+            error_class=row["error_class"],
+            tokens_total=row["tokens_total"],
+            cost_usd=float(row["cost_usd"]),
+        )
+
+
+class CommentRecord(NamedTuple):
+    """A comment the bot posted for a run, found again by its marker."""
+
+    comment_id: int
+    kind: CommentKind
+    body_sha256: str
+
+
+class ActiveRunExists(StoreError):
+    """The issue already has a queued, running or waiting run (``.run``)."""
+
+    code = "active_run_exists"
+    public = "A debate is already running on this issue."
+
+    def __init__(self, run: RunRow) -> None:
+        super().__init__(f"run {run.id} is {run.state} on {run.repo}#{run.issue_number}")
+        self.run = run
+
+
+class RunNotFound(StoreError):
+    code = "run_not_found"
+    public = "No such debate run."

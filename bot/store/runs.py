@@ -1,0 +1,654 @@
+"""RunStore: durable deliveries, runs, turns and posted comments.
+
+Synchronous SQLAlchemy Core over SQLite (embedded default) or PostgreSQL
+(scale-out). Every method is one short transaction and is safe to call from
+several threads (the async worker calls it through ``asyncio.to_thread``).
+Times come from the injected ``clock`` so tests can expire leases without
+sleeping. Database failures surface as :class:`bot.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, cast
+from uuid import uuid4
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from bot.debate.types import DebateSpec, DropClass, Phase, Turn, TurnKey, TurnStatus, Usage
+from bot.errors import StoreError
+from bot.store.codec import spec_from_json, spec_to_json
+from bot.store.engine import READ_ONLY, create_engine
+from bot.store.rows import (
+    ActiveRunExists,
+    CommentKind,
+    CommentRecord,
+    DeliveryRow,
+    DeliveryState,
+    RunNotFound,
+    RunRow,
+    RunState,
+)
+from bot.store.schema import (
+    ACTIVE_RUN_STATES,
+    COMMENT_KINDS,
+    DELIVERY_STATES,
+    RUN_STATES,
+    comments,
+    deliveries,
+    runs,
+    turns,
+)
+
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+# Serialises concurrent `migrate` calls from several processes on PostgreSQL.
+_MIGRATE_LOCK_KEY = 0x64656261  # "deba"
+# Columns a worker may set when it releases a run.
+_RELEASE_FIELDS = frozenset(
+    {"outcome_kind", "error_class", "tokens_total", "cost_usd", "spec", "trigger"}
+)
+_INSERT_RETRIES = 5
+
+Clock = Callable[[], datetime]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class RunStore:
+    def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
+        self.engine = engine
+        self._clock = clock or _utcnow
+        self._dialect = engine.dialect.name
+
+    @classmethod
+    def from_url(cls, url: str, *, clock: Clock | None = None, **engine_kwargs: Any) -> RunStore:
+        """``sqlite:///path`` or ``postgresql://…`` (mapped to psycopg 3)."""
+        return cls(create_engine(url, **engine_kwargs), clock=clock)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        now = self._clock()
+        if now.tzinfo is None:
+            raise StoreError("the store clock must return aware datetimes")
+        return now.astimezone(UTC)
+
+    @contextmanager
+    def _errors(self, op: str) -> Iterator[None]:
+        try:
+            yield
+        except StoreError:
+            raise
+        except SQLAlchemyError as exc:
+            # Class name only: driver messages can quote SQL parameters.
+            raise StoreError(f"{op} failed: {type(exc).__name__}") from exc
+
+    @contextmanager
+    def _write(self, op: str) -> Iterator[Connection]:
+        with self._errors(op), self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self, op: str) -> Iterator[Connection]:
+        with self._errors(op), self.engine.connect() as conn:
+            conn.execution_options(**{READ_ONLY: True})
+            with conn.begin():
+                yield conn
+
+    def _insert(self, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
+        if self._dialect == "postgresql":
+            return postgresql.insert(table)
+        return sqlite.insert(table)
+
+    # -- schema and health --------------------------------------------------------
+
+    def alembic_config(self) -> Config:
+        """An Alembic config for the packaged migrations (no alembic.ini needed)."""
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
+        return cfg
+
+    def migrate(self) -> None:
+        """Upgrade the database to the latest schema; a no-op when current."""
+        cfg = self.alembic_config()
+        with self._write("migrate") as conn:
+            if self._dialect == "postgresql":
+                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_MIGRATE_LOCK_KEY)))
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+
+    def ping(self) -> bool:
+        try:
+            with self._read("ping") as conn:
+                return conn.execute(sa.text("SELECT 1")).scalar() == 1
+        except StoreError:
+            return False
+
+    # -- deliveries -------------------------------------------------------------
+
+    def record_delivery(
+        self,
+        delivery_id: str,
+        event: str,
+        action: str | None,
+        installation_id: int | None,
+        payload: bytes | str,
+    ) -> bool:
+        """Persist a webhook delivery; False if this delivery id is already known.
+
+        Exception: a redelivery of a delivery that *failed* puts it back to
+        pending and returns True, so "Redeliver" in GitHub's UI retries it.
+        """
+        try:
+            text = payload.decode("utf-8") if isinstance(payload, bytes) else payload
+        except UnicodeDecodeError:
+            raise StoreError("record_delivery: payload is not UTF-8") from None
+        now = self._now()
+        stmt = (
+            self._insert(deliveries)
+            .values(
+                delivery_id=delivery_id,
+                event=event,
+                action=action,
+                installation_id=installation_id,
+                payload=text,
+                received_at=now,
+                state="pending",
+                attempts=0,
+            )
+            .on_conflict_do_nothing(index_elements=[deliveries.c.delivery_id])
+            .returning(deliveries.c.delivery_id)
+        )
+        with self._write("record_delivery") as conn:
+            if conn.execute(stmt).first() is not None:
+                return True
+            retried = conn.execute(
+                sa.update(deliveries)
+                .where(deliveries.c.delivery_id == delivery_id, deliveries.c.state == "failed")
+                .values(
+                    state="pending",
+                    payload=text,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    error_class=None,
+                    finished_at=None,
+                )
+            )
+            return retried.rowcount == 1
+
+    def claim_delivery(self, worker_id: str, lease_s: float) -> DeliveryRow | None:
+        """Lease the oldest pending delivery that nobody holds (or whose lease expired)."""
+        now = self._now()
+        d = deliveries.c
+        eligible = sa.and_(
+            d.state == "pending",
+            sa.or_(d.lease_expires_at.is_(None), d.lease_expires_at < now),
+        )
+        pick = (
+            sa.select(d.delivery_id)
+            .where(eligible)
+            .order_by(d.received_at, d.delivery_id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+            .scalar_subquery()
+        )
+        stmt = (
+            sa.update(deliveries)
+            .where(d.delivery_id == pick, eligible)
+            .values(
+                lease_owner=worker_id,
+                lease_expires_at=now + timedelta(seconds=lease_s),
+                attempts=d.attempts + 1,
+            )
+            .returning(*deliveries.c)
+        )
+        with self._write("claim_delivery") as conn:
+            row = conn.execute(stmt).mappings().first()
+        return DeliveryRow.from_mapping(row) if row is not None else None
+
+    def finish_delivery(
+        self, delivery_id: str, state: DeliveryState, error_class: str | None = None
+    ) -> bool:
+        """Set a delivery's state and drop its lease (``pending`` hands it back)."""
+        if state not in DELIVERY_STATES:
+            raise StoreError(f"unknown delivery state {state!r}")
+        with self._write("finish_delivery") as conn:
+            result = conn.execute(
+                sa.update(deliveries)
+                .where(deliveries.c.delivery_id == delivery_id)
+                .values(
+                    state=state,
+                    error_class=error_class,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    finished_at=None if state == "pending" else self._now(),
+                )
+            )
+        return result.rowcount == 1
+
+    def get_delivery(self, delivery_id: str) -> DeliveryRow | None:
+        with self._read("get_delivery") as conn:
+            row = (
+                conn.execute(sa.select(deliveries).where(deliveries.c.delivery_id == delivery_id))
+                .mappings()
+                .first()
+            )
+        return DeliveryRow.from_mapping(row) if row is not None else None
+
+    def prune_deliveries(self, before: datetime) -> int:
+        """Delete finished deliveries received before ``before``; returns how many."""
+        with self._write("prune_deliveries") as conn:
+            result = conn.execute(
+                sa.delete(deliveries).where(
+                    deliveries.c.state != "pending", deliveries.c.received_at < before
+                )
+            )
+        return result.rowcount
+
+    def delivery_counts_by_state(self) -> dict[str, int]:
+        counts = dict.fromkeys(DELIVERY_STATES, 0)
+        with self._read("delivery_counts_by_state") as conn:
+            rows = conn.execute(
+                sa.select(deliveries.c.state, sa.func.count()).group_by(deliveries.c.state)
+            )
+            counts.update({state: n for state, n in rows})
+        return counts
+
+    # -- runs -------------------------------------------------------------------
+
+    def create_run(
+        self,
+        *,
+        repo: str,
+        issue_number: int,
+        spec: DebateSpec | str,
+        mode: str | None = None,
+        installation_id: int | None = None,
+        is_pr: bool = False,
+        trigger: Mapping[str, Any] | None = None,
+        requested_by: str = "",
+        run_id: str | None = None,
+    ) -> RunRow:
+        """Queue a new run. Raises :class:`ActiveRunExists` if the issue has one.
+
+        ``mode`` defaults to the spec's mode; ``run_id`` to a fresh uuid4. A
+        spec with an empty ``seed`` gets the run id as its seed.
+        """
+        spec_obj = spec if isinstance(spec, DebateSpec) else spec_from_json(spec)
+        run_id = run_id or str(uuid4())
+        if not spec_obj.seed:
+            spec_obj = dataclasses.replace(spec_obj, seed=run_id)
+        values = {
+            "id": run_id,
+            "installation_id": installation_id,
+            "repo": repo,
+            "issue_number": issue_number,
+            "is_pr": is_pr,
+            "mode": mode or spec_obj.mode,
+            "state": "queued",
+            "spec": spec_to_json(spec_obj),
+            "trigger": json.dumps(dict(trigger or {}), sort_keys=True),
+            "requested_by": requested_by,
+            "attempts": 0,
+            "cancel_requested": False,
+            "tokens_total": 0,
+            "cost_usd": 0.0,
+        }
+        for _ in range(_INSERT_RETRIES):
+            now = self._now()
+            try:
+                with self._errors("create_run"), self.engine.begin() as conn:
+                    row = (
+                        conn.execute(
+                            sa.insert(runs)
+                            .values(**values, created_at=now, updated_at=now)
+                            .returning(*runs.c)
+                        )
+                        .mappings()
+                        .one()
+                    )
+                return RunRow.from_mapping(row)
+            except StoreError as exc:
+                if not isinstance(exc.__cause__, IntegrityError):
+                    raise
+            active = self.active_run(repo, issue_number)
+            if active is not None:
+                raise ActiveRunExists(active)
+            if self.get_run(str(values["id"])) is not None:
+                raise StoreError(f"run id {values['id']} already exists")
+            # The active run finished between our insert and the lookup: retry.
+        raise StoreError("create_run: gave up after repeated conflicts")
+
+    def get_run(self, run_id: str) -> RunRow | None:
+        with self._read("get_run") as conn:
+            row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
+        return RunRow.from_mapping(row) if row is not None else None
+
+    def active_run(self, repo: str, issue_number: int) -> RunRow | None:
+        """The queued, running or waiting run on an issue, if any."""
+        with self._read("active_run") as conn:
+            row = (
+                conn.execute(
+                    sa.select(runs).where(
+                        runs.c.repo == repo,
+                        runs.c.issue_number == issue_number,
+                        runs.c.state.in_(ACTIVE_RUN_STATES),
+                    )
+                )
+                .mappings()
+                .first()
+            )
+        return RunRow.from_mapping(row) if row is not None else None
+
+    def latest_run(self, repo: str, issue_number: int) -> RunRow | None:
+        """The most recently created run on an issue, active or not (for `status`)."""
+        with self._read("latest_run") as conn:
+            row = (
+                conn.execute(
+                    sa.select(runs)
+                    .where(runs.c.repo == repo, runs.c.issue_number == issue_number)
+                    .order_by(runs.c.created_at.desc(), runs.c.id.desc())
+                    .limit(1)
+                )
+                .mappings()
+                .first()
+            )
+        return RunRow.from_mapping(row) if row is not None else None
+
+    def claim_run(self, worker_id: str, lease_s: float) -> RunRow | None:
+        """Lease the oldest queued run, or a running one whose lease expired (resume).
+
+        One atomic ``UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED)
+        RETURNING``: concurrent workers on PostgreSQL skip each other's rows; on
+        SQLite the statement runs under the database write lock (the FOR UPDATE
+        clause is not rendered there).
+        """
+        now = self._now()
+        r = runs.c
+        eligible = sa.or_(
+            r.state == "queued",
+            sa.and_(r.state == "running", r.lease_expires_at < now),
+        )
+        pick = (
+            sa.select(r.id)
+            .where(eligible)
+            .order_by(r.created_at, r.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+            .scalar_subquery()
+        )
+        stmt = (
+            sa.update(runs)
+            .where(r.id == pick, eligible)
+            .values(
+                state="running",
+                lease_owner=worker_id,
+                lease_expires_at=now + timedelta(seconds=lease_s),
+                attempts=r.attempts + 1,
+                updated_at=now,
+            )
+            .returning(*runs.c)
+        )
+        with self._write("claim_run") as conn:
+            row = conn.execute(stmt).mappings().first()
+        return RunRow.from_mapping(row) if row is not None else None
+
+    def renew_lease(self, run_id: str, worker_id: str, lease_s: float) -> bool:
+        """Extend the lease; False if this worker no longer holds the run."""
+        now = self._now()
+        with self._write("renew_lease") as conn:
+            result = conn.execute(
+                sa.update(runs)
+                .where(
+                    runs.c.id == run_id,
+                    runs.c.lease_owner == worker_id,
+                    runs.c.state == "running",
+                )
+                .values(lease_expires_at=now + timedelta(seconds=lease_s), updated_at=now)
+            )
+        return result.rowcount == 1
+
+    def release_run(self, run_id: str, worker_id: str, state: RunState, **fields: Any) -> bool:
+        """Leave a run in ``state`` (final, ``waiting``, or ``queued`` to hand it
+        back) and drop the lease. ``fields`` may set outcome_kind, error_class,
+        tokens_total, cost_usd, spec, trigger. False if the lease was lost."""
+        if state not in RUN_STATES or state == "running":
+            raise StoreError(f"cannot release a run into state {state!r}")
+        unknown = set(fields) - _RELEASE_FIELDS
+        if unknown:
+            raise StoreError(f"release_run: unknown fields {sorted(unknown)}")
+        if "spec" in fields:
+            fields["spec"] = self._spec_text(fields["spec"])
+        if "trigger" in fields:
+            fields["trigger"] = json.dumps(dict(fields["trigger"]), sort_keys=True)
+        with self._write("release_run") as conn:
+            result = conn.execute(
+                sa.update(runs)
+                .where(
+                    runs.c.id == run_id,
+                    runs.c.lease_owner == worker_id,
+                    runs.c.state == "running",
+                )
+                .values(
+                    state=state,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    updated_at=self._now(),
+                    **fields,
+                )
+            )
+        return result.rowcount == 1
+
+    def request_cancel(self, run_id: str) -> RunRow | None:
+        """Flag an active run for cancellation; None if it is not active.
+
+        A ``waiting`` run has no worker to notice the flag, so it is queued
+        again: the worker that claims it sees ``cancel_requested`` and ends it.
+        """
+        with self._write("request_cancel") as conn:
+            row = (
+                conn.execute(
+                    sa.update(runs)
+                    .where(runs.c.id == run_id, runs.c.state.in_(ACTIVE_RUN_STATES))
+                    .values(
+                        cancel_requested=True,
+                        state=sa.case((runs.c.state == "waiting", "queued"), else_=runs.c.state),
+                        updated_at=self._now(),
+                    )
+                    .returning(*runs.c)
+                )
+                .mappings()
+                .first()
+            )
+        return RunRow.from_mapping(row) if row is not None else None
+
+    def update_spec(self, run_id: str, spec: DebateSpec | str) -> bool:
+        """Replace an active run's spec (e.g. `/debate decide` adds a decision)."""
+        with self._write("update_spec") as conn:
+            result = conn.execute(
+                sa.update(runs)
+                .where(runs.c.id == run_id, runs.c.state.in_(ACTIVE_RUN_STATES))
+                .values(spec=self._spec_text(spec), updated_at=self._now())
+            )
+        return result.rowcount == 1
+
+    def requeue(self, run_id: str, spec: DebateSpec | str | None = None) -> bool:
+        """Move a waiting run back to queued, optionally replacing its spec in
+        the same transaction. False if the run was not waiting."""
+        values: dict[str, Any] = {"state": "queued", "updated_at": self._now()}
+        if spec is not None:
+            values["spec"] = self._spec_text(spec)
+        with self._write("requeue") as conn:
+            result = conn.execute(
+                sa.update(runs)
+                .where(runs.c.id == run_id, runs.c.state == "waiting")
+                .values(**values)
+            )
+        return result.rowcount == 1
+
+    @staticmethod
+    def _spec_text(spec: DebateSpec | str) -> str:
+        # Decoding a given JSON string validates it before it is stored.
+        return spec_to_json(spec if isinstance(spec, DebateSpec) else spec_from_json(spec))
+
+    def count_runs_since(
+        self, repo: str | None, since: datetime, requested_by: str | None = None
+    ) -> int:
+        """Runs created at or after ``since`` in ``repo`` (None: every repo),
+        optionally only those requested by ``requested_by`` (for quotas)."""
+        stmt = sa.select(sa.func.count()).select_from(runs).where(runs.c.created_at >= since)
+        if repo is not None:
+            stmt = stmt.where(runs.c.repo == repo)
+        if requested_by is not None:
+            stmt = stmt.where(runs.c.requested_by == requested_by)
+        with self._read("count_runs_since") as conn:
+            return int(conn.execute(stmt).scalar_one())
+
+    def counts_by_state(self) -> dict[str, int]:
+        """Runs per state, every state present (for metrics gauges)."""
+        counts = dict.fromkeys(RUN_STATES, 0)
+        with self._read("counts_by_state") as conn:
+            rows = conn.execute(sa.select(runs.c.state, sa.func.count()).group_by(runs.c.state))
+            counts.update({state: n for state, n in rows})
+        return counts
+
+    # -- turns ------------------------------------------------------------------
+
+    def save_turn(self, run_id: str, turn: Turn) -> bool:
+        """Persist a finished turn; first write wins. Returns False if a turn
+        with the same key was already saved. A new turn's tokens and cost are
+        added to the run's totals in the same transaction."""
+        t = turns.c
+        next_seq = (
+            sa.select(sa.func.coalesce(sa.func.max(t.seq), 0) + 1)
+            .where(t.run_id == run_id)
+            .scalar_subquery()
+        )
+        usage = turn.usage
+        stmt = (
+            self._insert(turns)
+            .values(
+                run_id=run_id,
+                turn_id=turn.key.id(),
+                seq=next_seq,
+                phase=turn.key.phase,
+                round=turn.key.round,
+                slot=turn.key.slot,
+                tier=turn.key.tier,
+                status=turn.status,
+                drop_class=turn.drop_class,
+                model=turn.model,
+                text=turn.text,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cached_tokens=usage.cached_tokens,
+                latency_ms=usage.latency_ms,
+                cost_usd=usage.cost_usd,
+                created_at=self._now(),
+            )
+            .on_conflict_do_nothing(index_elements=[t.run_id, t.turn_id])
+            .returning(t.turn_id)
+        )
+        lock_run = sa.select(runs.c.id).where(runs.c.id == run_id).with_for_update()
+        with self._write("save_turn") as conn:
+            # Lock the run row first: concurrent saves for one run then take
+            # turns computing the next seq (SQLite's BEGIN IMMEDIATE already
+            # serialises writers; FOR UPDATE is not rendered there).
+            if conn.execute(lock_run).first() is None:
+                raise RunNotFound(f"save_turn: no run {run_id}")
+            if conn.execute(stmt).first() is None:
+                return False
+            conn.execute(
+                sa.update(runs)
+                .where(runs.c.id == run_id)
+                .values(
+                    tokens_total=runs.c.tokens_total + usage.input_tokens + usage.output_tokens,
+                    cost_usd=runs.c.cost_usd + usage.cost_usd,
+                )
+            )
+        return True
+
+    def load_turns(self, run_id: str) -> list[Turn]:
+        """Every saved turn of a run, in the order they were saved."""
+        with self._read("load_turns") as conn:
+            rows = conn.execute(
+                sa.select(turns).where(turns.c.run_id == run_id).order_by(turns.c.seq)
+            ).mappings()
+            return [_turn_from_row(row) for row in rows]
+
+    # -- comments ---------------------------------------------------------------
+
+    def comment_id(self, run_id: str, marker: str) -> CommentRecord | None:
+        with self._read("comment_id") as conn:
+            row = conn.execute(
+                sa.select(comments.c.comment_id, comments.c.kind, comments.c.body_sha256).where(
+                    comments.c.run_id == run_id, comments.c.marker == marker
+                )
+            ).first()
+        if row is None:
+            return None
+        return CommentRecord(int(row[0]), cast(CommentKind, row[1]), row[2])
+
+    def record_comment(
+        self, run_id: str, marker: str, comment_id: int, kind: CommentKind, body_sha256: str
+    ) -> None:
+        """Remember (or update) the comment posted for ``marker`` in a run."""
+        if kind not in COMMENT_KINDS:
+            raise StoreError(f"unknown comment kind {kind!r}")
+        now = self._now()
+        stmt = self._insert(comments).values(
+            run_id=run_id,
+            marker=marker,
+            comment_id=comment_id,
+            kind=kind,
+            body_sha256=body_sha256,
+            updated_at=now,
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[comments.c.run_id, comments.c.marker],
+            set_={
+                "comment_id": stmt.excluded.comment_id,
+                "kind": stmt.excluded.kind,
+                "body_sha256": stmt.excluded.body_sha256,
+                "updated_at": stmt.excluded.updated_at,
+            },
+        )
+        with self._write("record_comment") as conn:
+            conn.execute(stmt)
+
+
+def _turn_from_row(row: Mapping[Any, Any]) -> Turn:
+    return Turn(
+        key=TurnKey(
+            phase=cast(Phase, row["phase"]),
+            round=row["round"],
+            slot=row["slot"],
+            tier=row["tier"],
+        ),
+        text=row["text"],
+        model=row["model"],
+        usage=Usage(
+            input_tokens=row["input_tokens"],
+            output_tokens=row["output_tokens"],
+            cached_tokens=row["cached_tokens"],
+            latency_ms=row["latency_ms"],
+            cost_usd=float(row["cost_usd"]),
+        ),
+        status=cast(TurnStatus, row["status"]),
+        drop_class=cast(DropClass | None, row["drop_class"]),
+    )

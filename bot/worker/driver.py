@@ -1,0 +1,105 @@
+"""Driving one claimed run: engine step → model calls → persisted turns → posts.
+
+The loop holds no state of its own worth keeping: every turn is saved the
+moment it completes and every post is an idempotent upsert of a pure render,
+so a run whose worker dies is resumed by another from the store, paying for no
+model call twice and posting no comment twice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import anyio
+
+from bot.debate.protocol import next_step
+from bot.debate.render import render_round
+from bot.debate.types import Batch, DebateSpec, Outcome, Turn
+from bot.github.gateway import InstallationClient
+from bot.llm.router import ModelRouter
+from bot.logs import get_logger
+from bot.store import RunStore
+from bot.store.rows import RunRow
+from bot.worker.publish import Publisher
+
+log = get_logger(__name__)
+
+PERSONA_PHASES = frozenset({"opening", "rebuttal", "counter"})
+
+
+class LeaseLost(Exception):
+    """Another worker owns the run now; stop without touching GitHub."""
+
+
+class Cancelled(Exception):
+    pass
+
+
+def persona_rounds(turns: Sequence[Turn]) -> list[tuple[int, int]]:
+    """(tier, round) pairs that have persona turns, in order."""
+    return sorted({(t.key.tier, t.key.round) for t in turns if t.key.phase in PERSONA_PHASES})
+
+
+def pending_rounds(batch: Batch) -> set[tuple[int, int]]:
+    return {(r.key.tier, r.key.round) for r in batch.requests if r.key.phase in PERSONA_PHASES}
+
+
+def digest_number(pairs: list[tuple[int, int]], pair: tuple[int, int]) -> int:
+    """Rounds are numbered across escalation tiers: 1, 2, 3, then 4, 5 … on tier 1."""
+    return pairs.index(pair) + 1
+
+
+@dataclass
+class RunDriver:
+    store: RunStore
+    router: ModelRouter
+    publisher: Publisher
+    run: RunRow
+    spec: DebateSpec
+    check_alive: Callable[[], Awaitable[None]]  # raises LeaseLost / Cancelled
+    on_turn: Callable[[Turn], None] = lambda turn: None
+
+    async def drive(self) -> Outcome:
+        turns = self.store.load_turns(self.run.id)
+        while True:
+            await self.check_alive()
+            step = next_step(self.spec, turns)
+            await self._publish_finished_rounds(turns, step)
+            if isinstance(step, Outcome):
+                return step
+            await self._run_batch(step, turns)
+
+    async def _run_batch(self, batch: Batch, turns: list[Turn]) -> None:
+        async def one(index: int) -> None:
+            turn = await self.router.complete(batch.requests[index])
+            # Persist before anything else: a crash after this line never pays twice.
+            self.store.save_turn(self.run.id, turn)
+            turns.append(turn)
+            self.on_turn(turn)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(batch.requests)):
+                tg.start_soon(one, i)
+
+    async def _publish_finished_rounds(self, turns: list[Turn], step: Batch | Outcome) -> None:
+        pairs = persona_rounds(turns)
+        if not pairs:
+            return
+        still_open = pending_rounds(step) if isinstance(step, Batch) else set()
+        for pair in pairs:
+            if pair in still_open:
+                continue
+            tier, rnd = pair
+            body = render_round(self.spec, turns, rnd, tier)
+            await self.publisher.upsert("round", body, round=digest_number(pairs, pair))
+
+
+def tokens_and_cost(turns: Sequence[Turn]) -> tuple[int, float]:
+    tokens = sum(t.usage.input_tokens + t.usage.output_tokens for t in turns)
+    cost = math.fsum(t.usage.cost_usd for t in turns)
+    return tokens, cost
+
+
+__all__ = ["Cancelled", "InstallationClient", "LeaseLost", "RunDriver", "tokens_and_cost"]

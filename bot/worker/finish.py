@@ -1,0 +1,111 @@
+"""The end of a run on GitHub: final comment, reactions, labels, stored state."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from bot.debate.types import Outcome
+from bot.errors import BotError
+from bot.github.gateway import InstallationClient
+from bot.logs import get_logger
+from bot.store.rows import RunRow
+from bot.worker.intake import Services
+from bot.worker.publish import Publisher
+
+log = get_logger(__name__)
+
+RUNNING, DONE, FAILED = "debate:running", "debate:done", "debate:failed"
+PROPOSAL_ISSUE = "proposal-issue"  # store key of the filed [PROPOSAL] issue
+
+
+@dataclass
+class Finisher:
+    svc: Services
+    gh: InstallationClient
+    run: RunRow
+    publisher: Publisher
+
+    async def finish(self, outcome: Outcome, usage: tuple[int, float], worker_id: str) -> None:
+        tokens, cost = usage
+        if outcome.kind == "pending_decision":
+            await self.publisher.upsert("status", outcome.body)
+            self.svc.store.release_run(self.run.id, worker_id, "waiting",
+                                       outcome_kind=outcome.kind, tokens_total=tokens, cost_usd=cost)
+            return
+        if outcome.kind == "aborted":
+            await self.publisher.upsert("aborted", outcome.body)
+            await self._close(ok=False)
+            self.svc.store.release_run(self.run.id, worker_id, "aborted", outcome_kind=outcome.kind,
+                                       error_class=outcome.reason or "aborted",
+                                       tokens_total=tokens, cost_usd=cost)
+            return
+        if outcome.kind == "proposal":
+            number = await self._file_proposal(outcome)
+            await self.publisher.upsert(
+                "proposal-link", f"The panel's proposal is filed as #{number}: **{outcome.title}**")
+            await self.publisher.upsert("verdict", outcome.body)
+        else:
+            await self.publisher.upsert("verdict", outcome.body)
+        if outcome.kind == "arbitration":
+            await self._arbitration_actions(outcome)
+        await self._close(ok=True)
+        self.svc.store.release_run(self.run.id, worker_id, "done", outcome_kind=outcome.kind,
+                                   tokens_total=tokens, cost_usd=cost)
+
+    async def failed(self, code: str, sentence: str, worker_id: str) -> None:
+        await self.publisher.upsert(
+            "aborted", f"**The debate stopped** (`{code}`). {sentence}\n\n"
+            "Details are in the service logs. Comment `/debate` to try again.")
+        await self._close(ok=False)
+        self.svc.store.release_run(self.run.id, worker_id, "failed", error_class=code)
+
+    async def cancelled(self, worker_id: str) -> None:
+        await self.publisher.upsert("status", "The debate was cancelled. Rounds already posted stay.")
+        await self._close(ok=False, label=False)
+        self.svc.store.release_run(self.run.id, worker_id, "cancelled")
+
+    async def _file_proposal(self, outcome: Outcome) -> int:
+        """File the [PROPOSAL] issue once, even if the run is resumed after filing it."""
+        store = self.svc.store
+        record = store.comment_id(self.run.id, PROPOSAL_ISSUE)
+        if record is not None:
+            return record.comment_id
+        body = f"{outcome.body}\n\n---\nFiled by debate-bot from #{self.run.issue_number}."
+        title = outcome.title if outcome.title.startswith("[PROPOSAL]") else f"[PROPOSAL] {outcome.title}"
+        from bot.github.sanitize import sanitize
+
+        number = await self.gh.create_issue(self.run.repo, title[:256], sanitize(body))
+        store.record_comment(self.run.id, PROPOSAL_ISSUE, number, "issue",
+                             hashlib.sha256(body.encode()).hexdigest())
+        return number
+
+    async def _arbitration_actions(self, outcome: Outcome) -> None:
+        opts = self.run.trigger.get("arbitration") or {}
+        thread_comment = self.run.trigger.get("review_thread")
+        try:
+            if outcome.verdict == "DISMISSED" and opts.get("resolve_on_dismissed") and thread_comment:
+                await self.gh.resolve_review_thread(self.run.repo, self.run.issue_number, int(thread_comment))
+            label = opts.get("label_on_confirmed")
+            if outcome.verdict == "CONFIRMED" and label:
+                await self.gh.add_labels(self.run.repo, self.run.issue_number, [str(label)])
+        except BotError as exc:
+            log.warning("arbitration.action_failed", run=self.run.id, error=exc.code)
+
+    async def _react(self, content: str) -> None:
+        comment_id = self.run.trigger.get("comment_id")
+        try:
+            if comment_id:
+                await self.gh.add_reaction(self.run.repo, int(comment_id), content,
+                                           review_comment=bool(self.run.trigger.get("review_comment")))
+            elif not self.run.trigger.get("link_from"):
+                await self.gh.add_issue_reaction(self.run.repo, self.run.issue_number, content)
+        except BotError as exc:
+            log.warning("reaction.failed", run=self.run.id, error=exc.code)
+
+    async def _close(self, *, ok: bool, label: bool = True) -> None:
+        await self._react("rocket" if ok else "confused")
+        if label:
+            await self.gh.add_labels(self.run.repo, self.run.issue_number, [DONE if ok else FAILED])
+        if self.run.trigger.get("running_label"):
+            await self.gh.remove_label(self.run.repo, self.run.issue_number, RUNNING)

@@ -1,0 +1,384 @@
+"""Turning a stored delivery into work: who asked, what, and is it allowed.
+
+Runs in the worker, never in the webhook route, so the route answers in
+milliseconds. Every reply here is a short fixed sentence or the parser's usage
+text: never an exception's text.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bot.app.metrics import Metrics
+from bot.commands.parser import Command, UsageError, parse_command, usage_text
+from bot.config import RepoConfig, Settings, load_repo_config
+from bot.debate.plan import cap_subject, choose_mode
+from bot.debate.types import Decision, Mode
+from bot.errors import BotError, ConfigError
+from bot.github.events import (
+    IssueCommentEvent,
+    IssuesEvent,
+    PullRequestEvent,
+    PullRequestReviewCommentEvent,
+    parse_event,
+)
+from bot.github.gateway import GitHubGateway, InstallationClient
+from bot.llm.router import ModelRouter
+from bot.logs import get_logger
+from bot.store import RunStore
+from bot.store.rows import ActiveRunExists, DeliveryRow, RunRow
+from bot.worker.publish import Publisher, Thread
+from bot.worker.specs import Subject, build_spec
+
+log = get_logger(__name__)
+
+PERMISSION_RANK = {"none": 0, "read": 1, "triage": 2, "write": 3, "maintain": 4, "admin": 5}
+CONFIG_PATH = ".github/debate.yml"
+
+
+@dataclass
+class Services:
+    settings: Settings
+    store: RunStore
+    gateway: GitHubGateway
+    router: ModelRouter
+    metrics: Metrics
+    wake: Any = field(default=lambda: None)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a trigger came from and where replies go."""
+
+    repo: str
+    default_branch: str
+    issue_number: int
+    is_pr: bool
+    sender: str
+    title: str
+    body: str
+    comment_id: int | None = None  # the command comment (issue comment or review comment)
+    review_comment: bool = False  # comment_id is a PR review comment
+    delivery_id: str = ""
+
+    def thread(self) -> Thread:
+        return Thread(self.repo, self.issue_number)
+
+
+async def load_config(gh: InstallationClient, repo: str) -> RepoConfig:
+    """`.github/debate.yml` on the default branch, else the org's `.github` repo."""
+    text = await gh.read_file(repo, CONFIG_PATH)
+    source = f"{repo}/{CONFIG_PATH}"
+    if text is None:
+        org_repo = f"{repo.split('/')[0]}/.github"
+        text = await gh.read_file(org_repo, CONFIG_PATH)
+        source = f"{org_repo}/{CONFIG_PATH}"
+    return load_repo_config(text, source=source)
+
+
+class Intake:
+    def __init__(self, svc: Services) -> None:
+        self.svc = svc
+
+    async def handle(self, row: DeliveryRow) -> str:
+        """Process one delivery; returns the delivery's final state."""
+        event = parse_event(row.event, row.payload.encode())
+        if event is None or row.installation_id is None:
+            return "ignored"
+        if event.sender is not None and event.sender.type == "Bot":
+            return "ignored"
+        gh = await self.svc.gateway.installation(row.installation_id)
+        if isinstance(event, IssueCommentEvent) and event.action == "created":
+            origin = Origin(
+                repo=event.repository.full_name,
+                default_branch=event.repository.default_branch,
+                issue_number=event.issue.number,
+                is_pr=event.issue.pull_request is not None,
+                sender=event.sender.login,
+                title=event.issue.title,
+                body=event.issue.body,
+                comment_id=event.comment.id,
+                delivery_id=row.delivery_id,
+            )
+            return await self._command(gh, origin, event.comment.body, row)
+        if isinstance(event, IssuesEvent) and event.action == "labeled":
+            origin = Origin(
+                repo=event.repository.full_name,
+                default_branch=event.repository.default_branch,
+                issue_number=event.issue.number,
+                is_pr=event.issue.pull_request is not None,
+                sender=event.sender.login,
+                title=event.issue.title,
+                body=event.issue.body,
+                delivery_id=row.delivery_id,
+            )
+            return await self._label(gh, origin, event.label.name if event.label else "", row)
+        if isinstance(event, PullRequestEvent) and event.action == "labeled":
+            pr = event.pull_request
+            origin = Origin(
+                repo=event.repository.full_name,
+                default_branch=event.repository.default_branch,
+                issue_number=pr.number,
+                is_pr=True,
+                sender=event.sender.login,
+                title=pr.title,
+                body=pr.body,
+                delivery_id=row.delivery_id,
+            )
+            return await self._label(gh, origin, event.label.name if event.label else "", row)
+        if isinstance(event, PullRequestReviewCommentEvent) and event.action == "created":
+            from bot.worker.arbitration import handle_review_comment
+
+            return await handle_review_comment(self, gh, event, row)
+        return "ignored"
+
+    # -- triggers ---------------------------------------------------------------
+
+    async def config_or_reply(self, gh: InstallationClient, origin: Origin) -> RepoConfig | None:
+        try:
+            return await load_config(gh, origin.repo)
+        except ConfigError as exc:
+            await self.reply(gh, origin, f"**debate-bot** cannot read its configuration.\n\n"
+                             f"```\n{exc.public}\n```")
+            return None
+
+    async def _label(self, gh: InstallationClient, origin: Origin, label: str, row: DeliveryRow) -> str:
+        config = await self.config_or_reply(gh, origin)
+        if config is None:
+            return "done"
+        if label != config.trigger_label:
+            return "ignored"
+        if not await self.allowed(gh, origin, config, reply=False):
+            return "ignored"
+        cmd = Command(action="debate")
+        subject = self.issue_subject(origin)
+        return await self.start(gh, origin, config, cmd, subject)
+
+    async def _command(self, gh: InstallationClient, origin: Origin, body: str, row: DeliveryRow) -> str:
+        if not body.lstrip().startswith("/"):
+            return "ignored"
+        config = await self.config_or_reply(gh, origin)
+        if config is None:
+            return "done"
+        try:
+            cmd = parse_command(body, command=config.command)
+        except UsageError as exc:
+            if not await self.allowed(gh, origin, config, reply=False):
+                return "ignored"
+            await self.react(gh, origin, "confused")
+            await self.reply(gh, origin, f"{exc.public}\n\n{usage_text(config.command)}")
+            return "done"
+        if cmd is None:
+            return "ignored"
+        if not await self.allowed(gh, origin, config, reply=True):
+            return "done"
+        return await self.dispatch(gh, origin, config, cmd)
+
+    async def dispatch(self, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command) -> str:
+        if cmd.action == "help":
+            await self.reply(gh, origin, usage_text(config.command))
+            return "done"
+        if cmd.action == "status":
+            return await self._status(gh, origin)
+        if cmd.action == "cancel":
+            return await self._cancel(gh, origin)
+        if cmd.action == "decide":
+            return await self._decide(gh, origin, cmd)
+        if cmd.action == "review":
+            from bot.worker.reviews import start_review
+
+            return await start_review(self, gh, origin, config, cmd)
+        if cmd.action == "arbitrate":
+            from bot.worker.arbitration import arbitrate_from_conversation
+
+            return await arbitrate_from_conversation(self, gh, origin, config, cmd)
+        return await self._debate(gh, origin, config, cmd)
+
+    async def _debate(self, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command) -> str:
+        if cmd.issue_ref is not None:
+            issue = await gh.get_issue(origin.repo, cmd.issue_ref)
+            if issue is None:
+                await self.reply(gh, origin, f"Issue #{cmd.issue_ref} was not found in this repository.")
+                return "done"
+            text = f"{issue.get('title') or ''}\n\n{issue.get('body') or ''}".strip()
+            capped, truncated = cap_subject(text)
+            subject = Subject(f"#{cmd.issue_ref}: {issue.get('title') or ''}", capped, truncated,
+                              warnings=("subject truncated",) if truncated else ())
+            return await self.start(gh, origin, config, cmd, subject)
+        if cmd.topic:
+            return await self._file_topic(gh, origin, config, cmd)
+        return await self.start(gh, origin, config, cmd, self.issue_subject(origin, cmd.context))
+
+    async def _file_topic(self, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command) -> str:
+        """A free-form topic becomes its own issue, debated there, linked both ways."""
+        title = cmd.topic.strip().splitlines()[0][:200]
+        body = (f"{cmd.subject}\n\n---\nDebate requested by `{origin.sender}` in #{origin.issue_number}.")
+        if not await self.quota_ok(gh, origin, config):
+            return "done"
+        number = await gh.create_issue(origin.repo, title, body, labels=(config.trigger_label,))
+        new_origin = replace(origin, issue_number=number, is_pr=False, title=title, body=body)
+        capped, truncated = cap_subject(cmd.subject)
+        subject = Subject(title, capped, truncated, warnings=("subject truncated",) if truncated else ())
+        state = await self.start(gh, new_origin, config, cmd, subject, link_from=origin)
+        return state
+
+    # -- helpers shared by the triggers -----------------------------------------
+
+    def issue_subject(self, origin: Origin, extra: str = "") -> Subject:
+        text = "\n\n".join(p for p in (origin.title, origin.body, extra) if p).strip()
+        capped, truncated = cap_subject(text)
+        return Subject(origin.title, capped, truncated,
+                       warnings=("subject truncated",) if truncated else ())
+
+    async def allowed(self, gh: InstallationClient, origin: Origin, config: RepoConfig, *, reply: bool) -> bool:
+        perm = await gh.permission(origin.repo, origin.sender)
+        if PERMISSION_RANK.get(perm, 0) >= PERMISSION_RANK[config.min_permission]:
+            return True
+        log.info("intake.denied", repo=origin.repo, sender=origin.sender, permission=perm)
+        if reply:
+            await self.reply(gh, origin, f"Only users with `{config.min_permission}` access "
+                             "or higher can start debates here.")
+        return False
+
+    async def quota_ok(self, gh: InstallationClient, origin: Origin, config: RepoConfig) -> bool:
+        since = datetime.now(UTC) - timedelta(days=1)
+        store = self.svc.store
+        if store.count_runs_since(origin.repo, since) >= config.quotas.per_repo_per_day:
+            await self.reply(gh, origin, "This repository has reached its daily debate quota.")
+            return False
+        if store.count_runs_since(origin.repo, since, requested_by=origin.sender) >= config.quotas.per_user_per_day:
+            await self.reply(gh, origin, "You have reached your daily debate quota here.")
+            return False
+        return True
+
+    async def start(
+        self,
+        gh: InstallationClient,
+        origin: Origin,
+        config: RepoConfig,
+        cmd: Command,
+        subject: Subject,
+        *,
+        mode: Mode | None = None,
+        link_from: Origin | None = None,
+        review_thread: int | None = None,
+        overrides: dict[str, object] | None = None,
+        arbitration: Any = None,
+        extra_trigger: dict[str, Any] | None = None,
+    ) -> str:
+        """Create a queued run (one active run per issue), acknowledge, wake a worker."""
+        if link_from is None and not await self.quota_ok(gh, origin, config):
+            return "done"
+        active = self.svc.store.active_run(origin.repo, origin.issue_number)
+        if active is not None:
+            await self.already_running(gh, origin, active)
+            return "done"
+        run_id = uuid.uuid4().hex[:12]
+        chosen: Mode = mode or cmd.mode or config.mode or choose_mode(subject.text)
+        try:
+            spec = build_spec(
+                command=cmd, config=config, settings=self.svc.settings, mode=chosen,
+                subject=subject, available_providers=self.svc.router.available_providers(),
+                run_id=run_id, arbitration=arbitration, overrides=overrides,
+            )
+        except ConfigError as exc:
+            await self.reply(gh, origin, exc.public)
+            return "done"
+        trigger = {
+            "comment_id": origin.comment_id,
+            "review_comment": origin.review_comment,
+            "review_thread": review_thread,
+            "sender": origin.sender,
+            "delivery": origin.delivery_id,
+            "default_branch": origin.default_branch,
+            "running_label": config.running_label,
+            "arbitration": config.arbitration.model_dump(),
+            "link_from": link_from.issue_number if link_from else None,
+            **(extra_trigger or {}),
+        }
+        try:
+            run = self.svc.store.create_run(
+                repo=origin.repo, issue_number=origin.issue_number, spec=spec, mode=chosen,
+                installation_id=None if gh is None else gh.installation_id, is_pr=origin.is_pr,
+                trigger=trigger, requested_by=origin.sender, run_id=run_id,
+            )
+        except ActiveRunExists as exc:
+            await self.already_running(gh, origin, exc.run)
+            return "done"
+        log.info("run.queued", run=run.id, repo=origin.repo, issue=origin.issue_number, mode=chosen)
+        await self.acknowledge(gh, origin, run, config, link_from)
+        self.svc.wake()
+        return "done"
+
+    async def acknowledge(self, gh: InstallationClient, origin: Origin, run: RunRow,
+                          config: RepoConfig, link_from: Origin | None) -> None:
+        target = link_from or origin
+        await self.react(gh, target, "eyes")
+        if config.running_label:
+            await gh.add_labels(origin.repo, origin.issue_number, ["debate:running"])
+        if link_from is not None:
+            pub = Publisher(gh, self.svc.store, run.id, link_from.thread())
+            await pub.upsert("status", f"Debating this in #{origin.issue_number}.")
+
+    async def already_running(self, gh: InstallationClient, origin: Origin, active: RunRow) -> None:
+        where = f"#{active.issue_number}"
+        await self.reply(gh, origin, f"A debate is already running here ({where}, run `{active.id}`, "
+                         f"{active.state}). Use `/debate status` or `/debate cancel`.")
+
+    async def react(self, gh: InstallationClient, origin: Origin, content: str) -> None:
+        try:
+            if origin.comment_id is None:
+                await gh.add_issue_reaction(origin.repo, origin.issue_number, content)
+            else:
+                await gh.add_reaction(origin.repo, origin.comment_id, content,
+                                      review_comment=origin.review_comment)
+        except BotError as exc:  # a reaction is a courtesy; never fail the work over it
+            log.warning("reaction.failed", error=exc.code)
+
+    async def reply(self, gh: InstallationClient, origin: Origin, text: str) -> None:
+        """A one-off reply not tied to a run: keyed by the delivery, so a redelivery edits it."""
+        key = f"d-{origin.delivery_id or uuid.uuid4().hex[:12]}"
+        thread = origin.thread()
+        if origin.review_comment and origin.comment_id is not None:
+            thread = Thread(origin.repo, origin.issue_number, review_comment_id=origin.comment_id)
+        await Publisher(gh, self.svc.store, key, thread).upsert("status", text)
+
+    async def _status(self, gh: InstallationClient, origin: Origin) -> str:
+        run = self.svc.store.active_run(origin.repo, origin.issue_number) or \
+            self.svc.store.latest_run(origin.repo, origin.issue_number)
+        if run is None:
+            await self.reply(gh, origin, "No debate has run on this issue yet.")
+            return "done"
+        turns = self.svc.store.load_turns(run.id)
+        await self.reply(gh, origin, f"Run `{run.id}` ({run.mode}) is **{run.state}**: "
+                         f"{len(turns)} model turns so far.")
+        return "done"
+
+    async def _cancel(self, gh: InstallationClient, origin: Origin) -> str:
+        run = self.svc.store.active_run(origin.repo, origin.issue_number)
+        if run is None:
+            await self.reply(gh, origin, "No debate is running on this issue.")
+            return "done"
+        self.svc.store.request_cancel(run.id)
+        await self.react(gh, origin, "+1")
+        self.svc.wake()
+        return "done"
+
+    async def _decide(self, gh: InstallationClient, origin: Origin, cmd: Command) -> str:
+        run = self.svc.store.active_run(origin.repo, origin.issue_number)
+        if run is None or run.state != "waiting" or cmd.decide_point is None or cmd.decide_choice is None:
+            await self.reply(gh, origin, "There is no proposal waiting for a decision on this issue.")
+            return "done"
+        spec = run.debate_spec()
+        decisions = tuple(d for d in spec.decisions if d.point != cmd.decide_point)
+        spec = replace(spec, decisions=(*decisions, Decision(cmd.decide_point, cmd.decide_choice, origin.sender)))
+        self.svc.store.requeue(run.id, spec)
+        await self.react(gh, origin, "+1")
+        self.svc.wake()
+        return "done"
+
+
+__all__ = ["Intake", "Origin", "Services", "load_config"]

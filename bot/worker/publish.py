@@ -1,0 +1,97 @@
+"""Posting the bot's comments: sanitize, split, and upsert by marker.
+
+A comment is found again by its marker line: first through the store (no GitHub
+call), and — only for a resumed run, where a crash may have fallen between
+posting a comment and recording it — by one listing of the thread. So a
+re-render after a crash edits the comment instead of duplicating it, and the
+happy path makes no list call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Literal
+
+from bot.github.gateway import InstallationClient
+from bot.github.markers import parse_marker, split_body
+from bot.github.sanitize import sanitize
+from bot.store import RunStore
+
+MarkerKind = Literal["round", "verdict", "status", "aborted", "proposal-link"]
+
+
+@dataclass(frozen=True)
+class Thread:
+    """Where a run's comments go: an issue/PR conversation, or a PR review thread."""
+
+    repo: str
+    issue_number: int
+    review_comment_id: int | None = None  # reply in this review thread instead
+
+    @property
+    def kind(self) -> Literal["issue", "review"]:
+        return "review" if self.review_comment_id is not None else "issue"
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass
+class Publisher:
+    gh: InstallationClient
+    store: RunStore
+    run_id: str
+    thread: Thread
+    resumed: bool = False  # a previous attempt may have posted without recording
+    _listed: dict[str, int] | None = field(default=None, init=False)
+
+    async def _existing_by_listing(self, marker_line: str) -> int | None:
+        if self._listed is None:
+            if self.thread.review_comment_id is not None:
+                items = await self.gh.list_review_comments(self.thread.repo, self.thread.issue_number)
+                pairs = [(int(c["id"]), str(c.get("body") or "")) for c in items]
+            else:
+                pairs = await self.gh.list_comments(self.thread.repo, self.thread.issue_number)
+            listed: dict[str, int] = {}
+            for comment_id, body in pairs:
+                first = body.split("\n", 1)[0].strip()
+                if parse_marker(first) is not None:
+                    listed.setdefault(first, comment_id)
+            self._listed = listed
+        return self._listed.get(marker_line)
+
+    async def upsert(self, kind: MarkerKind, body: str, *, round: int | None = None) -> int:
+        """Post or edit the comment(s) for ``kind``; returns the first comment's id."""
+        parts = split_body(kind, self.run_id, sanitize(body), round=round)
+        first_id = 0
+        for part in parts:
+            marker_line = part.split("\n", 1)[0].strip()
+            digest = _sha(part)
+            record = self.store.comment_id(self.run_id, marker_line)
+            comment_id = record.comment_id if record is not None else None
+            if record is not None and record.body_sha256 == digest:
+                first_id = first_id or record.comment_id
+                continue
+            if comment_id is None and self.resumed:
+                comment_id = await self._existing_by_listing(marker_line)
+            if comment_id is None:
+                comment_id = await self._create(part)
+            else:
+                await self._update(comment_id, part)
+            self.store.record_comment(self.run_id, marker_line, comment_id, self.thread.kind, digest)
+            first_id = first_id or comment_id
+        return first_id
+
+    async def _create(self, body: str) -> int:
+        t = self.thread
+        if t.review_comment_id is not None:
+            return await self.gh.reply_review_comment(t.repo, t.issue_number, t.review_comment_id, body)
+        return await self.gh.create_comment(t.repo, t.issue_number, body)
+
+    async def _update(self, comment_id: int, body: str) -> None:
+        if self.thread.review_comment_id is not None:
+            await self.gh.update_review_comment(self.thread.repo, comment_id, body)
+        else:
+            await self.gh.update_comment(self.thread.repo, comment_id, body)
