@@ -1,0 +1,128 @@
+"""OpenAI-compatible chat completions (OpenAI, Ollama, vLLM, llama.cpp, OpenRouter, LiteLLM)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from bot.debate.types import Prompt, Usage
+from bot.errors import ModelError
+from bot.llm.base import Completion, approx_tokens
+from bot.llm.pricing import estimate_cost
+from bot.llm.retry import RetryPolicy, post_json
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _message_text(message: object) -> str | None:
+    """``content`` as a string; some servers send a list of text parts."""
+    if not isinstance(message, dict):
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+        ]
+        return "".join(parts)
+    return None
+
+
+class OpenAIProvider:
+    """One OpenAI-compatible endpoint; its semaphore bounds in-flight requests to it."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        client: httpx.AsyncClient,
+        policy: RetryPolicy,
+        max_concurrency: int,
+        name: str = "openai",
+    ) -> None:
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._api_key = api_key
+        self._client = client
+        self._policy = policy
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self._name = name
+        # OpenAI's own API wants max_completion_tokens (reasoning models refuse
+        # max_tokens); compatible servers widely understand only max_tokens.
+        host = urlsplit(base_url).hostname or ""
+        self._max_tokens_field = (
+            "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
+        )
+
+    async def generate(self, model: str, prompt: Prompt, max_output_tokens: int) -> Completion:
+        messages: list[dict[str, str]] = []
+        if prompt.system:
+            messages.append({"role": "system", "content": prompt.system})
+        # Prefix first: identical bytes across a run's requests, so prefix caches hit.
+        messages.append({"role": "user", "content": prompt.prefix + prompt.suffix})
+        body = {"model": model, "messages": messages, self._max_tokens_field: max_output_tokens}
+        headers = {"content-type": "application/json"}
+        if self._api_key:
+            headers["authorization"] = f"Bearer {self._api_key}"
+        label = f"{self._name}/{model}"
+        started = time.monotonic()
+        data = await post_json(
+            self._client,
+            self._url,
+            headers=headers,
+            body=body,
+            policy=self._policy,
+            slots=self._slots,
+            label=label,
+            secrets=(self._api_key,) if self._api_key else (),
+        )
+        latency_ms = int((time.monotonic() - started) * 1000)
+        text = self._text(data, label)
+        usage = self._usage(data, model, prompt, text, latency_ms)
+        return Completion(text=text, usage=usage)
+
+    @staticmethod
+    def _text(data: dict[str, Any], label: str) -> str:
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ModelError(f"{label}: response has no choices", drop_class="unusable_output")
+        text = _message_text(choices[0].get("message"))
+        if text is None or not text.strip():
+            raise ModelError(f"{label}: response has no text content", drop_class="unusable_output")
+        return text.strip()
+
+    @staticmethod
+    def _usage(
+        data: dict[str, Any], model: str, prompt: Prompt, text: str, latency_ms: int
+    ) -> Usage:
+        raw = data.get("usage")
+        if isinstance(raw, dict) and "prompt_tokens" in raw:
+            input_tokens = _count(raw.get("prompt_tokens"))
+            output_tokens = _count(raw.get("completion_tokens"))
+            details = raw.get("prompt_tokens_details")
+            cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+            # DeepSeek's spelling of the same figure.
+            cached = cached or _count(raw.get("prompt_cache_hit_tokens"))
+        else:
+            # Some local servers omit usage; estimate rather than report zero.
+            input_tokens = approx_tokens(prompt.system + prompt.prefix + prompt.suffix)
+            output_tokens = approx_tokens(text)
+            cached = 0
+        cached = min(cached, input_tokens)
+        cost = estimate_cost(
+            model, input_tokens=input_tokens, cached_tokens=cached, output_tokens=output_tokens
+        )
+        return Usage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cached_tokens=cached,
+            latency_ms=latency_ms,
+            cost_usd=cost.usd,
+        )

@@ -1,0 +1,219 @@
+"""One JSON POST to a model API with bounded retries, timeouts and a concurrency slot.
+
+Shared by the OpenAI-compatible and Anthropic providers. Status codes are mapped
+to stable drop classes here, once:
+
+- 429 → retried, then ``rate_limited``; 408, timeouts → retried, then ``timeout``
+- 5xx (and 529 "overloaded") → retried, then ``provider_error``
+- connection failures → retried, then ``unavailable``
+- 401/403/404 → ``unavailable`` (bad key, unknown model); other 4xx → ``provider_error``
+- a 2xx body that is not a JSON object → ``unusable_output``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+import structlog
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+    wait_random,
+)
+from tenacity.wait import wait_base
+
+from bot.config import Settings
+from bot.errors import ModelError
+from bot.llm.base import TransientModelError
+
+log = structlog.get_logger(__name__)
+
+_ERROR_SNIPPET_CHARS = 300
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 3  # retries after the first attempt
+    max_wait_s: float = 30.0  # cap on any single wait, Retry-After included
+    timeout_s: float = 120.0  # per attempt, connect to last byte
+    initial_backoff_s: float = 0.5
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RetryPolicy:
+        return cls(
+            max_retries=max(0, settings.model_max_retries),
+            max_wait_s=max(0.0, settings.model_max_retry_wait_s),
+            timeout_s=settings.model_timeout_s,
+        )
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, or ``Retry-After`` as seconds or an HTTP date."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    millis = lowered.get("retry-after-ms")
+    if millis is not None:
+        try:
+            value = float(millis) / 1000.0
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value):
+            return max(0.0, value)
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    try:
+        seconds = float(raw)
+    except ValueError:
+        pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
+    try:
+        when = parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    current = now or datetime.now(UTC)
+    return max(0.0, (when - current).total_seconds())
+
+
+class RetryAfterOrBackoff(wait_base):
+    """The server's Retry-After when it sent one, else exponential backoff; both capped."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self._cap = policy.max_wait_s
+        # Exponential with additive jitter, so parallel callers don't retry in lockstep.
+        self._backoff = wait_exponential(
+            multiplier=policy.initial_backoff_s, max=policy.max_wait_s
+        ) + wait_random(0, policy.initial_backoff_s)
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        outcome = retry_state.outcome
+        exc = outcome.exception() if outcome is not None else None
+        if isinstance(exc, TransientModelError) and exc.retry_after is not None:
+            return min(exc.retry_after, self._cap)
+        return min(self._backoff(retry_state), self._cap)
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def _error_detail(response: httpx.Response) -> str:
+    """The provider's own error message, if the body has one (both APIs nest it in ``error``)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:_ERROR_SNIPPET_CHARS]
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return str(err["message"])[:_ERROR_SNIPPET_CHARS]
+        if isinstance(err, str):
+            return err[:_ERROR_SNIPPET_CHARS]
+    return response.text[:_ERROR_SNIPPET_CHARS]
+
+
+def _raise_for_status(response: httpx.Response, label: str, secrets: tuple[str, ...]) -> None:
+    status = response.status_code
+    if status < 400:
+        return
+    message = redact(f"{label}: HTTP {status}: {_error_detail(response)}", secrets)
+    if status == 429:
+        retry_after = parse_retry_after(response.headers)
+        raise TransientModelError(message, drop_class="rate_limited", retry_after=retry_after)
+    if status == 408:
+        raise TransientModelError(message, drop_class="timeout")
+    if status >= 500:
+        retry_after = parse_retry_after(response.headers)
+        raise TransientModelError(message, drop_class="provider_error", retry_after=retry_after)
+    if status in (401, 403, 404):
+        raise ModelError(message, drop_class="unavailable")
+    raise ModelError(message, drop_class="provider_error")
+
+
+async def post_json(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    policy: RetryPolicy,
+    slots: asyncio.Semaphore,
+    label: str,
+    secrets: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """POST ``body`` and return the JSON object answered, retrying transient failures.
+
+    ``label`` names the call in errors and logs (never a key); ``secrets`` are
+    scrubbed from any error text taken from the response.
+    """
+    timeout = httpx.Timeout(policy.timeout_s, connect=min(10.0, policy.timeout_s))
+
+    async def attempt() -> dict[str, Any]:
+        # The slot is held per attempt, not across backoff waits.
+        async with slots:
+            try:
+                # httpx's timeout is per read; this bounds the whole attempt.
+                async with asyncio.timeout(policy.timeout_s):
+                    response = await client.post(url, json=body, headers=headers, timeout=timeout)
+            except (TimeoutError, httpx.TimeoutException) as exc:
+                raise TransientModelError(
+                    f"{label}: no answer within {policy.timeout_s:g}s", drop_class="timeout"
+                ) from exc
+            except httpx.ConnectError as exc:
+                raise TransientModelError(
+                    f"{label}: cannot connect ({type(exc).__name__})", drop_class="unavailable"
+                ) from exc
+            except httpx.TransportError as exc:
+                raise TransientModelError(
+                    f"{label}: connection failed ({type(exc).__name__})",
+                    drop_class="provider_error",
+                ) from exc
+        _raise_for_status(response, label, secrets)
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise ModelError(
+                f"{label}: response is not JSON", drop_class="unusable_output"
+            ) from exc
+        if not isinstance(data, dict):
+            raise ModelError(
+                f"{label}: response is not a JSON object", drop_class="unusable_output"
+            )
+        return data
+
+    def before_sleep(state: RetryCallState) -> None:
+        outcome = state.outcome
+        exc = outcome.exception() if outcome is not None else None
+        log.warning(
+            "model call retry",
+            call=label,
+            attempt=state.attempt_number,
+            drop_class=getattr(exc, "drop_class", None),
+            wait_s=round(state.upcoming_sleep, 3),
+        )
+
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(policy.max_retries + 1),
+        wait=RetryAfterOrBackoff(policy),
+        retry=retry_if_exception_type(TransientModelError),
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    result: dict[str, Any] = await retrying(attempt)
+    return result

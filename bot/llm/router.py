@@ -1,0 +1,189 @@
+"""Model references → providers, with fallbacks; the worker's one entry point to models.
+
+A reference is ``provider/model``: ``openai/gpt-4.1-mini``,
+``anthropic/claude-sonnet-4-5``, ``ollama/llama3.1`` (OpenAI-compatible, at
+OPENAI_BASE_URL), ``scripted/<anything>``, or ``<named endpoint>/<model>`` for an
+endpoint from the server settings (a named endpoint shadows a built-in name).
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import Self, cast
+
+import httpx
+import structlog
+from pydantic import SecretStr
+
+from bot.config import Endpoint, Settings
+from bot.debate.types import DropClass, ModelRequest, Turn, Usage
+from bot.errors import ConfigError, ModelError
+from bot.llm.anthropic import AnthropicProvider
+from bot.llm.base import DROP_CLASSES, Provider
+from bot.llm.openai import OpenAIProvider
+from bot.llm.retry import RetryPolicy
+from bot.llm.scripted import Responder, ScriptedProvider
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+# Served by whatever OpenAI-compatible server OPENAI_BASE_URL points at.
+OPENAI_COMPATIBLE_ALIASES = ("ollama",)
+
+
+class ModelRouter:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        scripted_responder: Responder | None = None,
+    ) -> None:
+        for name in settings.endpoints:
+            if not name or "/" in name:
+                raise ConfigError(f"endpoint name {name!r} must be non-empty and contain no '/'")
+        policy = RetryPolicy.from_settings(settings)
+        # One client (one connection pool) for every provider; timeouts are per request.
+        self._client = httpx.AsyncClient(transport=transport, timeout=policy.timeout_s)
+        self._providers: dict[str, Provider] = {}
+        available = {"scripted"}
+        limit = max(1, settings.provider_max_concurrency)
+
+        openai_key = _secret(settings.openai_api_key)
+        openai = OpenAIProvider(
+            base_url=settings.openai_base_url,
+            api_key=openai_key,
+            client=self._client,
+            policy=policy,
+            max_concurrency=limit,
+        )
+        self._providers["openai"] = openai
+        for alias in OPENAI_COMPATIBLE_ALIASES:
+            self._providers[alias] = openai
+        local_server = settings.openai_base_url.rstrip("/") != DEFAULT_OPENAI_BASE_URL.rstrip("/")
+        if openai_key or local_server:  # Ollama and friends need no key
+            available.add("openai")
+        if local_server:
+            available.update(OPENAI_COMPATIBLE_ALIASES)
+
+        anthropic_key = _secret(settings.anthropic_api_key)
+        self._providers["anthropic"] = AnthropicProvider(
+            base_url=settings.anthropic_base_url,
+            api_key=anthropic_key,
+            client=self._client,
+            policy=policy,
+            max_concurrency=limit,
+        )
+        if anthropic_key:
+            available.add("anthropic")
+
+        self._providers["scripted"] = ScriptedProvider(scripted_responder)
+
+        for name, endpoint in settings.endpoints.items():
+            self._providers[name] = self._endpoint_provider(name, endpoint, policy)
+            available.add(name)
+        self._available = frozenset(available)
+
+    def _endpoint_provider(self, name: str, endpoint: Endpoint, policy: RetryPolicy) -> Provider:
+        key = _secret(endpoint.api_key)
+        if endpoint.kind == "anthropic":
+            return AnthropicProvider(
+                base_url=endpoint.base_url,
+                api_key=key,
+                client=self._client,
+                policy=policy,
+                max_concurrency=endpoint.max_concurrency,
+                name=name,
+            )
+        return OpenAIProvider(
+            base_url=endpoint.base_url,
+            api_key=key,
+            client=self._client,
+            policy=policy,
+            max_concurrency=endpoint.max_concurrency,
+            name=name,
+        )
+
+    def available_providers(self) -> frozenset[str]:
+        """Providers that have credentials or an endpoint (``scripted`` always)."""
+        return self._available
+
+    def resolve(self, model_ref: str) -> tuple[str, str]:
+        """``provider/model`` → (provider, model name); ConfigError if it names no provider."""
+        provider, sep, name = model_ref.strip().partition("/")
+        if not sep or not provider or not name:
+            raise ConfigError(
+                f"model reference {model_ref!r} must look like provider/model "
+                "(e.g. openai/gpt-4.1-mini)"
+            )
+        if provider not in self._providers:
+            known = ", ".join(sorted(self._providers))
+            raise ConfigError(
+                f"unknown model provider {provider!r} in {model_ref!r} (known: {known})"
+            )
+        return provider, name
+
+    async def complete(self, request: ModelRequest) -> Turn:
+        """Try ``request.models`` in order; an ok Turn from the first that answers,
+        else a dropped Turn with the last failure's class. Never raises for model failures."""
+        started = time.monotonic()
+        last_class: DropClass = "unavailable"
+        last_ref = request.models[-1] if request.models else ""
+        for ref in request.models:
+            try:
+                provider_name, model = self.resolve(ref)
+            except ConfigError as exc:
+                # A bad fallback must not sink the persona while another ref may work.
+                log.warning("model reference unusable", slot=request.key.slot, error=str(exc))
+                last_class = "unavailable"
+                continue
+            if provider_name not in self._available:
+                log.warning("model provider not configured", model=ref, slot=request.key.slot)
+                last_class = "unavailable"
+                continue
+            try:
+                completion = await self._providers[provider_name].generate(
+                    model, request.prompt, request.max_output_tokens
+                )
+            except ModelError as exc:
+                last_class = _drop_class(exc.drop_class)
+                log.warning(
+                    "model call failed",
+                    model=ref,
+                    slot=request.key.slot,
+                    drop_class=last_class,
+                    error=str(exc),
+                )
+                continue
+            return Turn(key=request.key, text=completion.text, model=ref, usage=completion.usage)
+        return Turn(
+            key=request.key,
+            text="",
+            model=last_ref,
+            usage=Usage(latency_ms=int((time.monotonic() - started) * 1000)),
+            status="dropped",
+            drop_class=last_class,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() or None if value is not None else None
+
+
+def _drop_class(value: str) -> DropClass:
+    return cast(DropClass, value) if value in DROP_CLASSES else "provider_error"

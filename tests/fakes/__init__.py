@@ -1,0 +1,1 @@
+"""Loopback fakes of the services debate-bot talks to."""

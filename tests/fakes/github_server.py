@@ -1,0 +1,1637 @@
+"""A fake GitHub (REST + the GraphQL the bot uses) served over real loopback HTTP.
+
+``FakeGitHub`` runs a FastAPI app under uvicorn in a background thread on
+127.0.0.1 (a free port). It enforces what GitHub enforces for the routes the
+bot calls: App JWTs (RS256, verified against the public key the test hands
+over) for installation tokens, installation tokens that expire, 404/422 shapes,
+bodies of at most 65,536 characters, ``Link`` pagination, rate-limit headers,
+and — on demand — secondary rate limits and 5xx faults. Every request is
+recorded for assertions. Nothing secret is generated at import time.
+
+Seed state with ``add_repo``, ``set_permission``, ``put_file``, ``add_issue``,
+``add_pull``, ``add_comment`` and ``add_review_comment``; read it back with
+``comments``, ``reactions``, ``labels``, ``review_comments``, ``thread_resolved``,
+``file``, ``issue`` and the request helpers (``count``, ``counts_by_kind``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+import json
+import random
+import re
+import secrets
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import jwt
+import uvicorn
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+MAX_BODY_CHARS = 65_536
+DOCS = "https://docs.github.com/rest"
+REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
+SECONDARY_MESSAGE = (
+    "You have exceeded a secondary rate limit and have been temporarily blocked from "
+    "content creation. Please retry your request again later. If you reach out to GitHub "
+    "Support for help, please include the request ID 0000:0000:0000000:0000000:00000000."
+)
+LEGACY_PERMISSION = {
+    "admin": "admin",
+    "maintain": "write",
+    "write": "write",
+    "triage": "read",
+    "read": "read",
+    "none": "none",
+}
+PERMISSION_FLAGS = {
+    "admin": ("admin", "maintain", "push", "triage", "pull"),
+    "maintain": ("maintain", "push", "triage", "pull"),
+    "write": ("push", "triage", "pull"),
+    "triage": ("triage", "pull"),
+    "read": ("pull",),
+    "none": (),
+}
+
+
+class ApiError(Exception):
+    def __init__(
+        self, status: int, message: str, *, headers: dict[str, str] | None = None, **extra: Any
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body: dict[str, Any] = {"message": message, **extra}
+        self.body.setdefault("documentation_url", DOCS)
+        self.headers = headers or {}
+
+
+def not_found(message: str = "Not Found") -> ApiError:
+    return ApiError(404, message)
+
+
+def too_long(resource: str) -> ApiError:
+    return ApiError(
+        422,
+        "Validation Failed",
+        errors=[
+            {
+                "resource": resource,
+                "code": "custom",
+                "field": "body",
+                "message": f"body is too long (maximum is {MAX_BODY_CHARS} characters)",
+            }
+        ],
+    )
+
+
+def missing_field(resource: str, name: str) -> ApiError:
+    return ApiError(
+        422,
+        "Validation Failed",
+        errors=[{"resource": resource, "code": "missing_field", "field": name}],
+    )
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sha1_hex(*parts: str | bytes) -> str:
+    h = hashlib.sha1(usedforsecurity=False)
+    for p in parts:
+        h.update(p if isinstance(p, bytes) else p.encode())
+    return h.hexdigest()
+
+
+def blob_sha(data: bytes) -> str:
+    return sha1_hex(f"blob {len(data)}\0".encode(), data)
+
+
+# -- state ---------------------------------------------------------------------
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    route: str
+    query: dict[str, str]
+    json: Any
+    status: int
+    headers: dict[str, str]
+
+    @property
+    def kind(self) -> str:
+        return f"{self.method} {self.route}"
+
+
+@dataclass
+class User:
+    login: str
+    type: str = "User"
+
+
+@dataclass
+class Repo:
+    full_name: str
+    id: int
+    installation_id: int
+    default_branch: str
+    private: bool
+    permissions: dict[str, str] = field(default_factory=dict)
+    branches: dict[str, str] = field(default_factory=dict)  # name -> head commit sha
+    commits: dict[str, dict[str, bytes]] = field(default_factory=dict)  # sha -> tree
+    labels: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Issue:
+    repo: str
+    number: int
+    id: int
+    title: str
+    body: str | None
+    user: User
+    labels: list[str]
+    state: str = "open"
+    is_pr: bool = False
+    head_ref: str | None = None
+    base_ref: str | None = None
+    pull_files: list[dict[str, Any]] = field(default_factory=list)
+    created_at: str = field(default_factory=now_iso)
+    updated_at: str = field(default_factory=now_iso)
+
+
+@dataclass
+class Comment:
+    id: int
+    repo: str
+    issue_number: int
+    body: str
+    user: User
+    created_at: str = field(default_factory=now_iso)
+    updated_at: str = field(default_factory=now_iso)
+
+
+@dataclass
+class ReviewComment:
+    id: int
+    repo: str
+    pull_number: int
+    body: str
+    path: str
+    line: int | None
+    original_line: int | None
+    diff_hunk: str
+    commit_id: str
+    original_commit_id: str
+    in_reply_to_id: int | None
+    user: User
+    thread_id: str
+    created_at: str = field(default_factory=now_iso)
+    updated_at: str = field(default_factory=now_iso)
+
+
+@dataclass
+class Thread:
+    node_id: str
+    repo: str
+    pull_number: int
+    comment_ids: list[int]
+    resolved: bool = False
+
+
+@dataclass
+class Reaction:
+    id: int
+    repo: str
+    subject: str  # "issue" | "issue_comment" | "review_comment"
+    subject_id: int
+    content: str
+    user: User
+    created_at: str = field(default_factory=now_iso)
+
+
+@dataclass
+class Faults:
+    """Which calls fail, and how.
+
+    ``script``: one entry per eligible request, in order (``None`` = pass; then
+    every request passes once the script is used up). Otherwise a ``rate``
+    fraction of eligible requests fails, drawn from a ``seed``ed generator.
+    A kind is ``"secondary"`` (403 + ``Retry-After``), ``"secondary429"``,
+    ``"primary"`` (403, ``x-ratelimit-remaining: 0`` and a reset time) or a 5xx status.
+    """
+
+    rate: float = 0.0
+    seed: int = 0
+    kinds: Sequence[str | int] = ("secondary", 500, 502, 503)
+    script: Sequence[str | int | None] | None = None
+    retry_after: int = 1
+    applies_to: Callable[[str, str], bool] | None = None  # (method, route) -> eligible?
+    _rng: random.Random = field(init=False, repr=False)
+    _pos: int = field(default=0, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def pick(self, method: str, route: str) -> str | int | None:
+        if self.applies_to is not None and not self.applies_to(method, route):
+            return None
+        if self.script is not None:
+            if self._pos >= len(self.script):
+                return None
+            kind = self.script[self._pos]
+            self._pos += 1
+            return kind
+        if self.rate > 0 and self._rng.random() < self.rate:
+            return self._rng.choice(list(self.kinds))
+        return None
+
+
+# -- the fake ------------------------------------------------------------------
+
+
+class FakeGitHub:
+    def __init__(
+        self,
+        *,
+        app_id: int,
+        public_key_pem: str | bytes,
+        app_slug: str = "debate-bot",
+        token_ttl_s: float = 3600.0,
+        api_prefix: str = "",
+        rate_limit: int = 5000,
+    ) -> None:
+        self.app_id = app_id
+        self.app_slug = app_slug
+        self.bot_login = f"{app_slug}[bot]"
+        self.token_ttl_s = token_ttl_s
+        self.api_prefix = api_prefix.rstrip("/")
+        self.rate_limit = rate_limit
+        self.rate_limit_remaining = rate_limit
+        self.faults: Faults | None = None
+        self.requests: list[RecordedRequest] = []
+        self._public_key = (
+            public_key_pem.decode() if isinstance(public_key_pem, bytes) else public_key_pem
+        )
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1000)
+        self._installations: set[int] = set()
+        self._tokens: dict[str, tuple[int, float]] = {}  # token -> (installation, expiry)
+        self._repos: dict[str, Repo] = {}
+        self._issues: dict[tuple[str, int], Issue] = {}
+        self._comments: dict[int, Comment] = {}
+        self._review_comments: dict[int, ReviewComment] = {}
+        self._threads: dict[str, Thread] = {}
+        self._reactions: list[Reaction] = []
+        self._user_ids: dict[str, int] = {}
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.url = ""
+        self.asgi: ASGIApp = _Recorder(self._build_app(), self)
+
+    # -- lifecycle ---------------------------------------------------------
+
+    @property
+    def api_url(self) -> str:
+        """What to give the bot as ``DEBATE_BOT_GITHUB_API_URL``."""
+        return self.url + self.api_prefix
+
+    def start(self) -> FakeGitHub:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        config = uvicorn.Config(self.asgi, log_level="warning", lifespan="off", access_log=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the fake GitHub server did not start")
+            time.sleep(0.01)
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> FakeGitHub:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- seeding -----------------------------------------------------------
+
+    def add_installation(self, installation_id: int) -> None:
+        with self._lock:
+            self._installations.add(installation_id)
+
+    def add_repo(
+        self,
+        full_name: str,
+        *,
+        installation_id: int,
+        default_branch: str = "main",
+        private: bool = False,
+    ) -> None:
+        with self._lock:
+            self._installations.add(installation_id)
+            repo = Repo(full_name, next(self._ids), installation_id, default_branch, private)
+            root = sha1_hex("root", full_name)
+            repo.commits[root] = {}
+            repo.branches[default_branch] = root
+            self._repos[full_name] = repo
+
+    def set_permission(self, repo: str, username: str, permission: str) -> None:
+        if permission not in LEGACY_PERMISSION:
+            raise ValueError(f"unknown permission {permission!r}")
+        with self._lock:
+            self._repo(repo).permissions[username] = permission
+
+    def put_file(self, repo: str, path: str, content: str | bytes, ref: str | None = None) -> str:
+        """Commit a file on branch ``ref`` (created from the default branch if new)."""
+        data = content.encode() if isinstance(content, str) else content
+        with self._lock:
+            r = self._repo(repo)
+            branch = ref or r.default_branch
+            if branch not in r.branches:
+                r.branches[branch] = r.branches[r.default_branch]
+            return self._commit(r, branch, {path.strip("/"): data})
+
+    def add_issue(
+        self,
+        repo: str,
+        *,
+        title: str,
+        body: str | None = "",
+        user: str = "octocat",
+        user_type: str = "User",
+        labels: Iterable[str] = (),
+        number: int | None = None,
+    ) -> int:
+        with self._lock:
+            return self._new_issue(repo, title, body, User(user, user_type), list(labels), number)
+
+    def add_pull(
+        self,
+        repo: str,
+        *,
+        title: str,
+        body: str | None = "",
+        head_ref: str = "feature",
+        base_ref: str | None = None,
+        user: str = "octocat",
+        user_type: str = "User",
+        files: Iterable[dict[str, Any]] = (),
+        labels: Iterable[str] = (),
+        number: int | None = None,
+    ) -> int:
+        with self._lock:
+            r = self._repo(repo)
+            if head_ref not in r.branches:
+                r.branches[head_ref] = r.branches[r.default_branch]
+            n = self._new_issue(repo, title, body, User(user, user_type), list(labels), number)
+            issue = self._issues[(repo, n)]
+            issue.is_pr = True
+            issue.head_ref = head_ref
+            issue.base_ref = base_ref or r.default_branch
+            issue.pull_files = [self._pull_file(f) for f in files]
+            return n
+
+    def head_sha(self, repo: str, pull_number: int) -> str:
+        with self._lock:
+            issue = self._issues[(repo, pull_number)]
+            assert issue.head_ref is not None
+            return self._repo(repo).branches[issue.head_ref]
+
+    def add_comment(
+        self,
+        repo: str,
+        issue_number: int,
+        body: str,
+        *,
+        user: str = "octocat",
+        user_type: str = "User",
+    ) -> int:
+        with self._lock:
+            c = Comment(next(self._ids), repo, issue_number, body, User(user, user_type))
+            self._comments[c.id] = c
+            return c.id
+
+    def add_review_comment(
+        self,
+        repo: str,
+        pull_number: int,
+        *,
+        body: str,
+        path: str,
+        line: int | None = 1,
+        original_line: int | None = None,
+        diff_hunk: str = "@@ -1,3 +1,3 @@\n-old\n+new",
+        commit_id: str | None = None,
+        original_commit_id: str | None = None,
+        in_reply_to: int | None = None,
+        user: str = "review-bot[bot]",
+        user_type: str = "Bot",
+    ) -> int:
+        with self._lock:
+            head = self.head_sha(repo, pull_number)
+            return self._new_review_comment(
+                repo,
+                pull_number,
+                body=body,
+                path=path,
+                line=line,
+                original_line=original_line if original_line is not None else line,
+                diff_hunk=diff_hunk,
+                commit_id=commit_id or head,
+                original_commit_id=original_commit_id or commit_id or head,
+                in_reply_to=in_reply_to,
+                user=User(user, user_type),
+            )
+
+    def inject_faults(self, **kwargs: Any) -> Faults:
+        with self._lock:
+            self.faults = Faults(**kwargs)
+            return self.faults
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self.faults = None
+
+    def expire_tokens(self) -> None:
+        """Make every issued installation token invalid (as if revoked or expired)."""
+        with self._lock:
+            self._tokens = {t: (iid, 0.0) for t, (iid, _) in self._tokens.items()}
+
+    # -- assertions --------------------------------------------------------
+
+    def count(
+        self, method: str | None = None, route: str | None = None, status: int | None = None
+    ) -> int:
+        with self._lock:
+            return sum(
+                1
+                for r in self.requests
+                if (method is None or r.method == method)
+                and (route is None or r.route == route)
+                and (status is None or r.status == status)
+            )
+
+    def counts_by_kind(self) -> Counter[str]:
+        with self._lock:
+            return Counter(r.kind for r in self.requests)
+
+    @property
+    def token_requests(self) -> int:
+        return self.count("POST", "/app/installations/{installation_id}/access_tokens")
+
+    def reset_requests(self) -> None:
+        with self._lock:
+            self.requests.clear()
+
+    def comments(self, repo: str, issue_number: int) -> list[dict[str, Any]]:
+        with self._lock:
+            return [
+                {
+                    "id": c.id,
+                    "body": c.body,
+                    "user": c.user.login,
+                    "user_type": c.user.type,
+                    "created_at": c.created_at,
+                    "updated_at": c.updated_at,
+                }
+                for c in sorted(self._comments.values(), key=lambda c: c.id)
+                if c.repo == repo and c.issue_number == issue_number
+            ]
+
+    def reactions(
+        self,
+        repo: str,
+        *,
+        comment_id: int | None = None,
+        review_comment_id: int | None = None,
+        issue_number: int | None = None,
+    ) -> list[str]:
+        if comment_id is not None:
+            subject, sid = "issue_comment", comment_id
+        elif review_comment_id is not None:
+            subject, sid = "review_comment", review_comment_id
+        elif issue_number is not None:
+            subject, sid = "issue", issue_number
+        else:
+            raise ValueError("name the comment, review comment or issue")
+        with self._lock:
+            return [
+                r.content
+                for r in self._reactions
+                if r.repo == repo and r.subject == subject and r.subject_id == sid
+            ]
+
+    def labels(self, repo: str, issue_number: int) -> list[str]:
+        with self._lock:
+            return list(self._issues[(repo, issue_number)].labels)
+
+    def issue(self, repo: str, number: int) -> dict[str, Any]:
+        with self._lock:
+            i = self._issues[(repo, number)]
+            return {
+                "number": i.number,
+                "title": i.title,
+                "body": i.body,
+                "labels": list(i.labels),
+                "user": i.user.login,
+                "is_pr": i.is_pr,
+                "head_ref": i.head_ref,
+                "base_ref": i.base_ref,
+                "state": i.state,
+            }
+
+    def issues(self, repo: str) -> list[dict[str, Any]]:
+        with self._lock:
+            numbers = sorted(n for (r, n) in self._issues if r == repo)
+        return [self.issue(repo, n) for n in numbers]
+
+    def review_comments(self, repo: str, pull_number: int) -> list[dict[str, Any]]:
+        with self._lock:
+            return [
+                self._review_comment_json(c)
+                for c in sorted(self._review_comments.values(), key=lambda c: c.id)
+                if c.repo == repo and c.pull_number == pull_number
+            ]
+
+    def thread_resolved(self, repo: str, comment_id: int) -> bool:
+        with self._lock:
+            return self._threads[self._review_comments[comment_id].thread_id].resolved
+
+    def file(self, repo: str, path: str, ref: str | None = None) -> str | None:
+        with self._lock:
+            r = self._repo(repo)
+            tree = self._tree(r, ref or r.default_branch)
+            data = None if tree is None else tree.get(path.strip("/"))
+            return None if data is None else data.decode()
+
+    def branches(self, repo: str) -> dict[str, str]:
+        with self._lock:
+            return dict(self._repo(repo).branches)
+
+    # -- internals: state --------------------------------------------------
+
+    def _repo(self, full_name: str) -> Repo:
+        try:
+            return self._repos[full_name]
+        except KeyError:
+            raise KeyError(f"unknown repo {full_name}") from None
+
+    def _commit(self, r: Repo, branch: str, changes: dict[str, bytes]) -> str:
+        tree = dict(r.commits[r.branches[branch]])
+        tree.update(changes)
+        sha = sha1_hex("commit", str(next(self._ids)), r.full_name, branch)
+        r.commits[sha] = tree
+        r.branches[branch] = sha
+        return sha
+
+    def _tree(self, r: Repo, ref: str) -> dict[str, bytes] | None:
+        ref = ref.removeprefix("refs/heads/")
+        if ref in r.branches:
+            return r.commits[r.branches[ref]]
+        return r.commits.get(ref)
+
+    def _new_issue(
+        self,
+        repo: str,
+        title: str,
+        body: str | None,
+        user: User,
+        labels: list[str],
+        number: int | None,
+    ) -> int:
+        r = self._repo(repo)
+        if number is None:
+            number = 1 + max((n for (rn, n) in self._issues if rn == repo), default=0)
+        if (repo, number) in self._issues:
+            raise ValueError(f"{repo}#{number} exists")
+        r.labels.update(labels)
+        self._issues[(repo, number)] = Issue(
+            repo, number, next(self._ids), title, body, user, list(dict.fromkeys(labels))
+        )
+        return number
+
+    def _new_review_comment(
+        self,
+        repo: str,
+        pull_number: int,
+        *,
+        body: str,
+        path: str,
+        line: int | None,
+        original_line: int | None,
+        diff_hunk: str,
+        commit_id: str,
+        original_commit_id: str,
+        in_reply_to: int | None,
+        user: User,
+    ) -> int:
+        cid = next(self._ids)
+        if in_reply_to is not None:
+            parent = self._review_comments[in_reply_to]
+            root_id = parent.in_reply_to_id or parent.id  # replies thread under the root
+            thread = self._threads[parent.thread_id]
+            thread.comment_ids.append(cid)
+            thread_id = thread.node_id
+        else:
+            root_id = None
+            thread_id = f"PRRT_kwDO{cid}"
+            self._threads[thread_id] = Thread(thread_id, repo, pull_number, [cid])
+        self._review_comments[cid] = ReviewComment(
+            cid,
+            repo,
+            pull_number,
+            body,
+            path,
+            line,
+            original_line,
+            diff_hunk,
+            commit_id,
+            original_commit_id,
+            root_id,
+            user,
+            thread_id,
+        )
+        return cid
+
+    def _pull_file(self, f: dict[str, Any]) -> dict[str, Any]:
+        out = {
+            "sha": sha1_hex("file", f["filename"]),
+            "status": "modified",
+            "additions": 1,
+            "deletions": 1,
+            "changes": 2,
+        }
+        out.update(f)
+        return out
+
+    def _user_json(self, user: User) -> dict[str, Any]:
+        uid = self._user_ids.setdefault(user.login, 5000 + len(self._user_ids))
+        return {
+            "login": user.login,
+            "id": uid,
+            "node_id": f"U_{uid}",
+            "type": user.type,
+            "site_admin": False,
+            "url": f"{self.api_url}/users/{user.login}",
+            "html_url": f"https://github.com/{user.login}",
+        }
+
+    def _repo_json(self, r: Repo) -> dict[str, Any]:
+        owner = r.full_name.split("/")[0]
+        return {
+            "id": r.id,
+            "node_id": f"R_{r.id}",
+            "name": r.full_name.split("/")[1],
+            "full_name": r.full_name,
+            "private": r.private,
+            "owner": self._user_json(User(owner, "Organization")),
+            "html_url": f"https://github.com/{r.full_name}",
+            "url": f"{self.api_url}/repos/{r.full_name}",
+            "default_branch": r.default_branch,
+            "fork": False,
+        }
+
+    def _label_json(self, repo: str, name: str) -> dict[str, Any]:
+        lid = int(sha1_hex(repo, name)[:8], 16)
+        return {
+            "id": lid,
+            "node_id": f"LA_{lid}",
+            "name": name,
+            "color": "ededed",
+            "default": False,
+            "description": None,
+            "url": f"{self.api_url}/repos/{repo}/labels/{name}",
+        }
+
+    def _issue_json(self, i: Issue) -> dict[str, Any]:
+        base = f"{self.api_url}/repos/{i.repo}"
+        out: dict[str, Any] = {
+            "id": i.id,
+            "node_id": f"I_{i.id}",
+            "url": f"{base}/issues/{i.number}",
+            "repository_url": base,
+            "html_url": f"https://github.com/{i.repo}/{'pull' if i.is_pr else 'issues'}/{i.number}",
+            "number": i.number,
+            "title": i.title,
+            "body": i.body,
+            "user": self._user_json(i.user),
+            "labels": [self._label_json(i.repo, n) for n in i.labels],
+            "state": i.state,
+            "locked": False,
+            "comments": sum(
+                1
+                for c in self._comments.values()
+                if c.repo == i.repo and c.issue_number == i.number
+            ),
+            "created_at": i.created_at,
+            "updated_at": i.updated_at,
+            "closed_at": None,
+            "author_association": "OWNER",
+        }
+        if i.is_pr:
+            out["pull_request"] = {
+                "url": f"{base}/pulls/{i.number}",
+                "html_url": f"https://github.com/{i.repo}/pull/{i.number}",
+                "diff_url": f"https://github.com/{i.repo}/pull/{i.number}.diff",
+                "patch_url": f"https://github.com/{i.repo}/pull/{i.number}.patch",
+                "merged_at": None,
+            }
+        return out
+
+    def _pull_json(self, i: Issue) -> dict[str, Any]:
+        r = self._repo(i.repo)
+        assert i.head_ref is not None and i.base_ref is not None
+        owner = i.repo.split("/")[0]
+        return {
+            "id": i.id,
+            "node_id": f"PR_{i.id}",
+            "url": f"{self.api_url}/repos/{i.repo}/pulls/{i.number}",
+            "html_url": f"https://github.com/{i.repo}/pull/{i.number}",
+            "number": i.number,
+            "state": i.state,
+            "title": i.title,
+            "body": i.body,
+            "user": self._user_json(i.user),
+            "labels": [self._label_json(i.repo, n) for n in i.labels],
+            "draft": False,
+            "merged": False,
+            "head": {
+                "label": f"{owner}:{i.head_ref}",
+                "ref": i.head_ref,
+                "sha": r.branches[i.head_ref],
+                "repo": self._repo_json(r),
+            },
+            "base": {
+                "label": f"{owner}:{i.base_ref}",
+                "ref": i.base_ref,
+                "sha": r.branches.get(i.base_ref, ""),
+                "repo": self._repo_json(r),
+            },
+            "created_at": i.created_at,
+            "updated_at": i.updated_at,
+        }
+
+    def _comment_json(self, c: Comment) -> dict[str, Any]:
+        return {
+            "id": c.id,
+            "node_id": f"IC_{c.id}",
+            "url": f"{self.api_url}/repos/{c.repo}/issues/comments/{c.id}",
+            "html_url": f"https://github.com/{c.repo}/issues/{c.issue_number}#issuecomment-{c.id}",
+            "issue_url": f"{self.api_url}/repos/{c.repo}/issues/{c.issue_number}",
+            "body": c.body,
+            "user": self._user_json(c.user),
+            "created_at": c.created_at,
+            "updated_at": c.updated_at,
+            "author_association": "NONE" if c.user.type == "Bot" else "OWNER",
+        }
+
+    def _review_comment_json(self, c: ReviewComment) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": c.id,
+            "node_id": f"PRRC_{c.id}",
+            "url": f"{self.api_url}/repos/{c.repo}/pulls/comments/{c.id}",
+            "html_url": f"https://github.com/{c.repo}/pull/{c.pull_number}#discussion_r{c.id}",
+            "pull_request_url": f"{self.api_url}/repos/{c.repo}/pulls/{c.pull_number}",
+            "pull_request_review_id": c.id + 1,
+            "diff_hunk": c.diff_hunk,
+            "path": c.path,
+            "position": c.line,
+            "original_position": c.original_line,
+            "line": c.line,
+            "original_line": c.original_line,
+            "side": "RIGHT",
+            "commit_id": c.commit_id,
+            "original_commit_id": c.original_commit_id,
+            "user": self._user_json(c.user),
+            "body": c.body,
+            "created_at": c.created_at,
+            "updated_at": c.updated_at,
+            "author_association": "NONE",
+        }
+        if c.in_reply_to_id is not None:
+            out["in_reply_to_id"] = c.in_reply_to_id
+        return out
+
+    def _reaction(
+        self, repo: str, subject: str, sid: int, payload: Any
+    ) -> tuple[int, dict[str, Any]]:
+        content = payload.get("content") if isinstance(payload, dict) else None
+        if content not in REACTIONS:
+            raise ApiError(
+                422,
+                "Validation Failed",
+                errors=[{"resource": "Reaction", "code": "invalid", "field": "content"}],
+            )
+        for r in self._reactions:
+            if (r.repo, r.subject, r.subject_id, r.content, r.user.login) == (
+                repo,
+                subject,
+                sid,
+                content,
+                self.bot_login,
+            ):
+                return 200, self._reaction_json(r)
+        new = Reaction(next(self._ids), repo, subject, sid, content, User(self.bot_login, "Bot"))
+        self._reactions.append(new)
+        return 201, self._reaction_json(new)
+
+    def _reaction_json(self, r: Reaction) -> dict[str, Any]:
+        return {
+            "id": r.id,
+            "node_id": f"REA_{r.id}",
+            "user": self._user_json(r.user),
+            "content": r.content,
+            "created_at": r.created_at,
+        }
+
+    # -- internals: auth, paging, faults -----------------------------------
+
+    def _installation_for(self, request: Request) -> int:
+        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() not in ("token", "bearer") or not credential:
+            raise ApiError(401, "Requires authentication")
+        entry = self._tokens.get(credential.strip())
+        if entry is None or entry[1] <= time.time():
+            raise ApiError(401, "Bad credentials")
+        return entry[0]
+
+    def _authorized_repo(self, request: Request, owner: str, name: str) -> Repo:
+        installation = self._installation_for(request)
+        r = self._repos.get(f"{owner}/{name}")
+        # GitHub answers 404, not 403, for repositories the installation cannot see.
+        if r is None or r.installation_id != installation:
+            raise not_found()
+        return r
+
+    def _issue(self, r: Repo, number: int) -> Issue:
+        issue = self._issues.get((r.full_name, number))
+        if issue is None:
+            raise not_found()
+        return issue
+
+    def _page(self, request: Request, items: list[Any]) -> JSONResponse:
+        try:
+            per_page = min(100, max(1, int(request.query_params.get("per_page", 30))))
+            page = max(1, int(request.query_params.get("page", 1)))
+        except ValueError:
+            raise ApiError(400, "Invalid pagination parameters") from None
+        last = max(1, -(-len(items) // per_page))
+        chunk = items[(page - 1) * per_page : page * per_page]
+        url = str(request.url).split("?")[0]
+        query = dict(parse_qsl(request.url.query))
+
+        def link(p: int, rel: str) -> str:
+            return f'<{url}?{urlencode({**query, "per_page": per_page, "page": p})}>; rel="{rel}"'
+
+        links = []
+        if page > 1:
+            links += [link(page - 1, "prev"), link(1, "first")]
+        if page < last:
+            links += [link(page + 1, "next"), link(last, "last")]
+        headers = {"Link": ", ".join(links)} if links else {}
+        return JSONResponse(chunk, headers=headers)
+
+    async def _fault_gate(self, request: Request) -> None:
+        route = _template(request.scope, self.api_prefix)
+        with self._lock:
+            kind = None if self.faults is None else self.faults.pick(request.method, route)
+        if kind is None:
+            return
+        retry_after = self.faults.retry_after if self.faults is not None else 1
+        if kind in ("secondary", "secondary429"):
+            raise ApiError(
+                403 if kind == "secondary" else 429,
+                SECONDARY_MESSAGE,
+                headers={"Retry-After": str(retry_after)},
+                documentation_url=f"{DOCS}/overview/rate-limits-for-the-rest-api"
+                "#about-secondary-rate-limits",
+            )
+        if kind == "primary":
+            raise ApiError(
+                403,
+                "API rate limit exceeded for installation.",
+                headers={
+                    "x-ratelimit-remaining": "0",
+                    "x-ratelimit-reset": str(int(time.time()) + retry_after),
+                },
+            )
+        status = int(kind)
+        raise ApiError(status, {500: "Server Error", 502: "Bad Gateway"}.get(status, "Unavailable"))
+
+    # -- the app -----------------------------------------------------------
+
+    def _build_app(self) -> FastAPI:
+        app = FastAPI(
+            dependencies=[Depends(self._fault_gate)],
+            openapi_url=None,
+            docs_url=None,
+            redoc_url=None,
+        )
+        P = self.api_prefix
+        lock = self._lock
+
+        @app.exception_handler(ApiError)
+        async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+            return JSONResponse(exc.body, status_code=exc.status, headers=exc.headers)
+
+        async def body_json(request: Request) -> Any:
+            raw = await request.body()
+            if not raw:
+                return None
+            try:
+                return json.loads(raw)
+            except ValueError:
+                raise ApiError(400, "Problems parsing JSON") from None
+
+        def body_text(payload: Any, resource: str, *, required: bool = True) -> str | None:
+            body = payload.get("body") if isinstance(payload, dict) else None
+            if body is None:
+                if required:
+                    raise missing_field(resource, "body")
+                return None
+            if not isinstance(body, str):
+                raise ApiError(
+                    422,
+                    "Validation Failed",
+                    errors=[{"resource": resource, "code": "invalid", "field": "body"}],
+                )
+            if len(body) > MAX_BODY_CHARS:
+                raise too_long(resource)
+            return body
+
+        # -- apps ----------------------------------------------------------
+
+        @app.post(P + "/app/installations/{installation_id:int}/access_tokens")
+        async def create_token(installation_id: int, request: Request) -> JSONResponse:
+            scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not credential:
+                raise ApiError(401, "A JSON web token could not be decoded")
+            try:
+                claims = jwt.decode(
+                    credential.strip(),
+                    self._public_key,
+                    algorithms=["RS256"],
+                    options={"require": ["iat", "exp", "iss"], "verify_iss": False},
+                )
+            except jwt.ExpiredSignatureError:
+                raise ApiError(
+                    401,
+                    "'Expiration time' claim ('exp') must be a numeric value "
+                    "representing the future time at which the assertion "
+                    "expires",
+                ) from None
+            except jwt.PyJWTError:
+                raise ApiError(401, "A JSON web token could not be decoded") from None
+            if str(claims["iss"]) != str(self.app_id):
+                raise ApiError(401, "Integration not found")
+            if int(claims["exp"]) - int(claims["iat"]) > 600:
+                raise ApiError(401, "'Expiration time' claim ('exp') is too far in the future")
+            with lock:
+                if installation_id not in self._installations:
+                    raise not_found()
+                token = "ghs_" + secrets.token_hex(18)
+                expires = time.time() + self.token_ttl_s
+                self._tokens[token] = (installation_id, expires)
+            expires_at = datetime.fromtimestamp(expires, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return JSONResponse(
+                {
+                    "token": token,
+                    "expires_at": expires_at,
+                    "permissions": {
+                        "issues": "write",
+                        "pull_requests": "write",
+                        "contents": "write",
+                        "metadata": "read",
+                    },
+                    "repository_selection": "all",
+                },
+                status_code=201,
+            )
+
+        # -- repos ---------------------------------------------------------
+
+        @app.get(P + "/repos/{owner}/{repo}")
+        async def get_repo(owner: str, repo: str, request: Request) -> JSONResponse:
+            with lock:
+                return JSONResponse(self._repo_json(self._authorized_repo(request, owner, repo)))
+
+        @app.get(P + "/repos/{owner}/{repo}/collaborators/{username}/permission")
+        async def get_permission(
+            owner: str, repo: str, username: str, request: Request
+        ) -> JSONResponse:
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                perm = r.permissions.get(username)
+                if perm is None:
+                    raise not_found()
+                user = self._user_json(User(username))
+                user["permissions"] = {
+                    f: f in PERMISSION_FLAGS[perm]
+                    for f in ("admin", "maintain", "push", "triage", "pull")
+                }
+                user["role_name"] = perm
+                return JSONResponse(
+                    {"permission": LEGACY_PERMISSION[perm], "role_name": perm, "user": user}
+                )
+
+        @app.get(P + "/repos/{owner}/{repo}/contents/{path:path}")
+        async def get_content(owner: str, repo: str, path: str, request: Request) -> Response:
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                ref = request.query_params.get("ref") or r.default_branch
+                tree = self._tree(r, ref)
+                if tree is None:
+                    raise ApiError(404, f"No commit found for the ref {ref}")
+                path = path.strip("/")
+                data = tree.get(path)
+                if data is None:
+                    prefix = path + "/" if path else ""
+                    entries = sorted(
+                        {p[len(prefix) :].split("/")[0] for p in tree if p.startswith(prefix)}
+                    )
+                    if not entries:
+                        raise not_found()
+                    return JSONResponse(
+                        [
+                            {
+                                "type": "file" if (prefix + e) in tree else "dir",
+                                "name": e,
+                                "path": prefix + e,
+                                "sha": blob_sha(tree.get(prefix + e, b"")),
+                                "size": len(tree.get(prefix + e, b"")),
+                            }
+                            for e in entries
+                        ]
+                    )
+            if "application/vnd.github.raw" in request.headers.get("accept", ""):
+                return Response(data, media_type="application/vnd.github.raw")
+            big = len(data) > 1024 * 1024
+            encoded = base64.encodebytes(data).decode() if not big else ""
+            return JSONResponse(
+                {
+                    "type": "file",
+                    "encoding": "none" if big else "base64",
+                    "size": len(data),
+                    "name": path.rsplit("/", 1)[-1],
+                    "path": path,
+                    "content": encoded,
+                    "sha": blob_sha(data),
+                    "url": f"{self.api_url}/repos/{owner}/{repo}/contents/{path}?ref={ref}",
+                    "html_url": f"https://github.com/{owner}/{repo}/blob/{ref}/{path}",
+                    "download_url": None,
+                }
+            )
+
+        @app.put(P + "/repos/{owner}/{repo}/contents/{path:path}")
+        async def put_content(owner: str, repo: str, path: str, request: Request) -> JSONResponse:
+            payload = await body_json(request)
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                if not isinstance(payload, dict) or not payload.get("message"):
+                    raise missing_field("Commit", "message")
+                try:
+                    data = base64.b64decode(str(payload.get("content", "")), validate=True)
+                except ValueError:
+                    raise ApiError(422, "content is not valid Base64") from None
+                branch = payload.get("branch") or r.default_branch
+                if branch not in r.branches:
+                    raise ApiError(404, f"Branch {branch} not found")
+                path = path.strip("/")
+                existing = r.commits[r.branches[branch]].get(path)
+                if existing is not None:
+                    if "sha" not in payload:
+                        raise ApiError(422, 'Invalid request.\n\n"sha" wasn\'t supplied.')
+                    if payload["sha"] != blob_sha(existing):
+                        raise ApiError(409, f"{path} does not match {payload['sha']}")
+                commit = self._commit(r, branch, {path: data})
+                return JSONResponse(
+                    {
+                        "content": {
+                            "name": path.rsplit("/", 1)[-1],
+                            "path": path,
+                            "sha": blob_sha(data),
+                            "size": len(data),
+                            "type": "file",
+                        },
+                        "commit": {"sha": commit, "message": payload["message"]},
+                    },
+                    status_code=200 if existing is not None else 201,
+                )
+
+        @app.post(P + "/repos/{owner}/{repo}/git/refs")
+        async def create_ref(owner: str, repo: str, request: Request) -> JSONResponse:
+            payload = await body_json(request)
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                ref = payload.get("ref") if isinstance(payload, dict) else None
+                sha = payload.get("sha") if isinstance(payload, dict) else None
+                if not isinstance(ref, str) or not ref.startswith("refs/") or ref.count("/") < 2:
+                    raise ApiError(422, f"{ref} is not a valid ref name.")
+                if not isinstance(sha, str) or sha not in r.commits:
+                    raise ApiError(422, "Object does not exist")
+                branch = ref.removeprefix("refs/heads/")
+                if branch in r.branches:
+                    raise ApiError(422, "Reference already exists")
+                r.branches[branch] = sha
+                return JSONResponse(
+                    {
+                        "ref": ref,
+                        "node_id": f"REF_{sha[:8]}",
+                        "url": f"{self.api_url}/repos/{owner}/{repo}/git/{ref}",
+                        "object": {"type": "commit", "sha": sha},
+                    },
+                    status_code=201,
+                )
+
+        # -- issues --------------------------------------------------------
+
+        @app.post(P + "/repos/{owner}/{repo}/issues")
+        async def create_issue(owner: str, repo: str, request: Request) -> JSONResponse:
+            payload = await body_json(request)
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                title = payload.get("title") if isinstance(payload, dict) else None
+                if not title:
+                    raise missing_field("Issue", "title")
+                body = body_text(payload, "Issue", required=False)
+                labels = [
+                    x if isinstance(x, str) else str(x.get("name"))
+                    for x in payload.get("labels") or []
+                ]
+                n = self._new_issue(
+                    r.full_name, str(title), body, User(self.bot_login, "Bot"), labels, None
+                )
+                return JSONResponse(
+                    self._issue_json(self._issues[(r.full_name, n)]), status_code=201
+                )
+
+        @app.get(P + "/repos/{owner}/{repo}/issues/{issue_number:int}")
+        async def get_issue(
+            owner: str, repo: str, issue_number: int, request: Request
+        ) -> JSONResponse:
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                return JSONResponse(self._issue_json(self._issue(r, issue_number)))
+
+        @app.get(P + "/repos/{owner}/{repo}/issues/{issue_number:int}/comments")
+        async def list_comments(
+            owner: str, repo: str, issue_number: int, request: Request
+        ) -> JSONResponse:
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                self._issue(r, issue_number)
+                items = [
+                    self._comment_json(c)
+                    for c in sorted(self._comments.values(), key=lambda c: c.id)
+                    if c.repo == r.full_name and c.issue_number == issue_number
+                ]
+            return self._page(request, items)
+
+        @app.post(P + "/repos/{owner}/{repo}/issues/{issue_number:int}/comments")
+        async def create_comment(
+            owner: str, repo: str, issue_number: int, request: Request
+        ) -> JSONResponse:
+            payload = await body_json(request)
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                self._issue(r, issue_number)
+                body = body_text(payload, "IssueComment")
+                assert body is not None
+                c = Comment(
+                    next(self._ids), r.full_name, issue_number, body, User(self.bot_login, "Bot")
+                )
+                self._comments[c.id] = c
+                return JSONResponse(self._comment_json(c), status_code=201)
+
+        @app.get(P + "/repos/{owner}/{repo}/issues/comments/{comment_id:int}")
+        async def get_comment(
+            owner: str, repo: str, comment_id: int, request: Request
+        ) -> JSONResponse:
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                c = self._comments.get(comment_id)
+                if c is None or c.repo != r.full_name:
+                    raise not_found()
+                return JSONResponse(self._comment_json(c))
+
+        @app.patch(P + "/repos/{owner}/{repo}/issues/comments/{comment_id:int}")
+        async def update_comment(
+            owner: str, repo: str, comment_id: int, request: Request
+        ) -> JSONResponse:
+            payload = await body_json(request)
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                c = self._comments.get(comment_id)
+                if c is None or c.repo != r.full_name:
+                    raise not_found()
+                body = body_text(payload, "IssueComment")
+                assert body is not None
+                c.body = body
+                c.updated_at = now_iso()
+                return JSONResponse(self._comment_json(c))
+
+        @app.post(P + "/repos/{owner}/{repo}/issues/comments/{comment_id:int}/reactions")
+        async def react_comment(
+            owner: str, repo: str, comment_id: int, request: Request
+        ) -> JSONResponse:
+            payload = await body_json(request)
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                c = self._comments.get(comment_id)
+                if c is None or c.repo != r.full_name:
+                    raise not_found()
+                status, out = self._reaction(r.full_name, "issue_comment", comment_id, payload)
+                return JSONResponse(out, status_code=status)
+
+        @app.post(P + "/repos/{owner}/{repo}/issues/{issue_number:int}/reactions")
+        async def react_issue(
+            owner: str, repo: str, issue_number: int, request: Request
+        ) -> JSONResponse:
+            payload = await body_json(request)
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                self._issue(r, issue_number)
+                status, out = self._reaction(r.full_name, "issue", issue_number, payload)
+                return JSONResponse(out, status_code=status)
+
+        @app.post(P + "/repos/{owner}/{repo}/issues/{issue_number:int}/labels")
+        async def add_labels(
+            owner: str, repo: str, issue_number: int, request: Request
+        ) -> JSONResponse:
+            payload = await body_json(request)
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                issue = self._issue(r, issue_number)
+                raw = payload.get("labels") if isinstance(payload, dict) else payload
+                if not isinstance(raw, list):
+                    raise ApiError(
+                        422, "Invalid request.\n\nFor 'links/0/schema', nil is not an array."
+                    )
+                names = [x if isinstance(x, str) else str(x.get("name")) for x in raw]
+                for name in names:
+                    r.labels.add(name)
+                    if name not in issue.labels:
+                        issue.labels.append(name)
+                return JSONResponse([self._label_json(r.full_name, n) for n in issue.labels])
+
+        @app.delete(P + "/repos/{owner}/{repo}/issues/{issue_number:int}/labels/{name}")
+        async def remove_label(
+            owner: str, repo: str, issue_number: int, name: str, request: Request
+        ) -> JSONResponse:
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                issue = self._issue(r, issue_number)
+                if name not in issue.labels:
+                    raise ApiError(404, "Label does not exist")
+                issue.labels.remove(name)
+                return JSONResponse([self._label_json(r.full_name, n) for n in issue.labels])
+
+        # -- pulls ---------------------------------------------------------
+
+        def pull(r: Repo, number: int) -> Issue:
+            issue = self._issue(r, number)
+            if not issue.is_pr:
+                raise not_found()
+            return issue
+
+        @app.post(P + "/repos/{owner}/{repo}/pulls")
+        async def create_pull(owner: str, repo: str, request: Request) -> JSONResponse:
+            payload = await body_json(request)
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                if not isinstance(payload, dict):
+                    raise missing_field("PullRequest", "head")
+                head = str(payload.get("head") or "").split(":")[-1]
+                base = str(payload.get("base") or "")
+                for fname, value in (("head", head), ("base", base)):
+                    if value not in r.branches:
+                        raise ApiError(
+                            422,
+                            "Validation Failed",
+                            errors=[{"resource": "PullRequest", "code": "invalid", "field": fname}],
+                        )
+                if not payload.get("title"):
+                    raise missing_field("PullRequest", "title")
+                body = body_text(payload, "PullRequest", required=False)
+                for other in self._issues.values():
+                    if (
+                        other.repo == r.full_name
+                        and other.is_pr
+                        and other.head_ref == head
+                        and other.state == "open"
+                    ):
+                        raise ApiError(
+                            422,
+                            "Validation Failed",
+                            errors=[
+                                {
+                                    "resource": "PullRequest",
+                                    "code": "custom",
+                                    "message": f"A pull request already exists for {owner}:{head}.",
+                                }
+                            ],
+                        )
+                n = self._new_issue(
+                    r.full_name, str(payload["title"]), body, User(self.bot_login, "Bot"), [], None
+                )
+                issue = self._issues[(r.full_name, n)]
+                issue.is_pr, issue.head_ref, issue.base_ref = True, head, base
+                return JSONResponse(self._pull_json(issue), status_code=201)
+
+        @app.get(P + "/repos/{owner}/{repo}/pulls/{pull_number:int}")
+        async def get_pull(
+            owner: str, repo: str, pull_number: int, request: Request
+        ) -> JSONResponse:
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                return JSONResponse(self._pull_json(pull(r, pull_number)))
+
+        @app.get(P + "/repos/{owner}/{repo}/pulls/{pull_number:int}/files")
+        async def pull_files(
+            owner: str, repo: str, pull_number: int, request: Request
+        ) -> JSONResponse:
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                items = list(pull(r, pull_number).pull_files)
+            return self._page(request, items)
+
+        @app.get(P + "/repos/{owner}/{repo}/pulls/{pull_number:int}/comments")
+        async def list_review_comments(
+            owner: str, repo: str, pull_number: int, request: Request
+        ) -> JSONResponse:
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                pull(r, pull_number)
+                items = self.review_comments(r.full_name, pull_number)
+            return self._page(request, items)
+
+        def review_comment(r: Repo, comment_id: int) -> ReviewComment:
+            c = self._review_comments.get(comment_id)
+            if c is None or c.repo != r.full_name:
+                raise not_found()
+            return c
+
+        @app.get(P + "/repos/{owner}/{repo}/pulls/comments/{comment_id:int}")
+        async def get_review_comment(
+            owner: str, repo: str, comment_id: int, request: Request
+        ) -> JSONResponse:
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                return JSONResponse(self._review_comment_json(review_comment(r, comment_id)))
+
+        @app.patch(P + "/repos/{owner}/{repo}/pulls/comments/{comment_id:int}")
+        async def update_review_comment(
+            owner: str, repo: str, comment_id: int, request: Request
+        ) -> JSONResponse:
+            payload = await body_json(request)
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                c = review_comment(r, comment_id)
+                body = body_text(payload, "PullRequestReviewComment")
+                assert body is not None
+                c.body, c.updated_at = body, now_iso()
+                return JSONResponse(self._review_comment_json(c))
+
+        @app.post(P + "/repos/{owner}/{repo}/pulls/comments/{comment_id:int}/reactions")
+        async def react_review_comment(
+            owner: str, repo: str, comment_id: int, request: Request
+        ) -> JSONResponse:
+            payload = await body_json(request)
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                review_comment(r, comment_id)
+                status, out = self._reaction(r.full_name, "review_comment", comment_id, payload)
+                return JSONResponse(out, status_code=status)
+
+        @app.post(
+            P + "/repos/{owner}/{repo}/pulls/{pull_number:int}/comments/{comment_id:int}/replies"
+        )
+        async def reply_review_comment(
+            owner: str, repo: str, pull_number: int, comment_id: int, request: Request
+        ) -> JSONResponse:
+            payload = await body_json(request)
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                pull(r, pull_number)
+                parent = review_comment(r, comment_id)
+                if parent.pull_number != pull_number:
+                    raise not_found()
+                body = body_text(payload, "PullRequestReviewComment")
+                assert body is not None
+                cid = self._new_review_comment(
+                    r.full_name,
+                    pull_number,
+                    body=body,
+                    path=parent.path,
+                    line=parent.line,
+                    original_line=parent.original_line,
+                    diff_hunk=parent.diff_hunk,
+                    commit_id=parent.commit_id,
+                    original_commit_id=parent.original_commit_id,
+                    in_reply_to=comment_id,
+                    user=User(self.bot_login, "Bot"),
+                )
+                return JSONResponse(
+                    self._review_comment_json(self._review_comments[cid]), status_code=201
+                )
+
+        # -- graphql -------------------------------------------------------
+
+        graphql_path = "/api/graphql" if P.endswith("/api/v3") else P + "/graphql"
+
+        @app.post(graphql_path)
+        async def graphql(request: Request) -> JSONResponse:
+            payload = await body_json(request)
+            with lock:
+                installation = self._installation_for(request)
+                query = str(payload.get("query", "")) if isinstance(payload, dict) else ""
+                variables = (payload.get("variables") or {}) if isinstance(payload, dict) else {}
+                if "resolveReviewThread" in query:
+                    return JSONResponse(self._gql_resolve(installation, variables))
+                if "reviewThreads" in query:
+                    return JSONResponse(self._gql_threads(installation, query, variables))
+            return JSONResponse(
+                {
+                    "errors": [
+                        {"message": "the fake supports only reviewThreads and resolveReviewThread"}
+                    ]
+                }
+            )
+
+        return app
+
+    def _gql_threads(self, installation: int, query: str, variables: dict[str, Any]) -> Any:
+        full = f"{variables.get('owner')}/{variables.get('name')}"
+        r = self._repos.get(full)
+        issue = None if r is None else self._issues.get((full, int(variables.get("number", 0))))
+        if r is None or r.installation_id != installation or issue is None or not issue.is_pr:
+            return {
+                "data": {"repository": None},
+                "errors": [
+                    {
+                        "type": "NOT_FOUND",
+                        "path": ["repository"],
+                        "message": f"Could not resolve to a Repository with the name '{full}'.",
+                    }
+                ],
+            }
+        m = re.search(r"reviewThreads\s*\(\s*first:\s*(\d+)", query)
+        first = min(100, int(m.group(1))) if m else 100
+        threads = [
+            t for t in self._threads.values() if t.repo == full and t.pull_number == issue.number
+        ]
+        cursor = variables.get("cursor")
+        start = int(base64.b64decode(cursor).decode()) if cursor else 0
+        chunk = threads[start : start + first]
+        end = start + len(chunk)
+        return {
+            "data": {
+                "repository": {
+                    "pullRequest": {
+                        "reviewThreads": {
+                            "pageInfo": {
+                                "hasNextPage": end < len(threads),
+                                "endCursor": base64.b64encode(str(end).encode()).decode(),
+                            },
+                            "nodes": [
+                                {
+                                    "id": t.node_id,
+                                    "isResolved": t.resolved,
+                                    "comments": {
+                                        "nodes": [{"databaseId": c} for c in t.comment_ids]
+                                    },
+                                }
+                                for t in chunk
+                            ],
+                        }
+                    }
+                }
+            }
+        }
+
+    def _gql_resolve(self, installation: int, variables: dict[str, Any]) -> Any:
+        thread_id = str(variables.get("threadId", ""))
+        t = self._threads.get(thread_id)
+        if t is None or self._repos[t.repo].installation_id != installation:
+            return {
+                "data": {"resolveReviewThread": None},
+                "errors": [
+                    {
+                        "type": "NOT_FOUND",
+                        "path": ["resolveReviewThread"],
+                        "message": "Could not resolve to a node with the global id of "
+                        f"'{thread_id}'",
+                    }
+                ],
+            }
+        t.resolved = True
+        return {"data": {"resolveReviewThread": {"thread": {"id": t.node_id, "isResolved": True}}}}
+
+    def _record(self, req: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(req)
+
+    def _rate_headers(self, resource: str) -> list[tuple[bytes, bytes]]:
+        with self._lock:
+            self.rate_limit_remaining = max(0, self.rate_limit_remaining - 1)
+            remaining = self.rate_limit_remaining
+        reset = int(time.time()) + 3600
+        return [
+            (b"x-ratelimit-limit", str(self.rate_limit).encode()),
+            (b"x-ratelimit-remaining", str(remaining).encode()),
+            (b"x-ratelimit-reset", str(reset).encode()),
+            (b"x-ratelimit-used", str(self.rate_limit - remaining).encode()),
+            (b"x-ratelimit-resource", resource.encode()),
+        ]
+
+
+def _template(scope: Scope, prefix: str) -> str:
+    route = scope.get("route")
+    path = getattr(route, "path", None) or scope.get("path", "")
+    path = re.sub(r"\{(\w+):\w+\}", r"{\1}", path)
+    if path.endswith("/graphql"):
+        return "/graphql"
+    return path[len(prefix) :] if prefix and path.startswith(prefix) else path
+
+
+class _Recorder:
+    """ASGI wrapper: adds rate-limit headers and records every request."""
+
+    def __init__(self, app: ASGIApp, fake: FakeGitHub) -> None:
+        self.app = app
+        self.fake = fake
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        status = 0
+
+        async def recv() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                chunks.append(message.get("body", b""))
+            return message
+
+        async def snd(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = list(message.get("headers", []))
+                present = {k.lower() for k, _ in headers}
+                resource = "graphql" if scope["path"].endswith("/graphql") else "core"
+                headers += [h for h in self.fake._rate_headers(resource) if h[0] not in present]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, recv, snd)
+        raw = b"".join(chunks)
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode(errors="replace")
+        self.fake._record(
+            RecordedRequest(
+                method=scope["method"],
+                path=scope["path"],
+                route=_template(scope, self.fake.api_prefix),
+                query=dict(parse_qsl(scope.get("query_string", b"").decode())),
+                json=body,
+                status=status,
+                headers={
+                    k.decode().lower(): v.decode()
+                    for k, v in scope.get("headers", [])
+                    if k.decode().lower() != "authorization"
+                },
+            )
+        )

@@ -1,0 +1,621 @@
+"""A loopback model server speaking the OpenAI and Anthropic wire formats.
+
+``FakeModelServer`` runs a Starlette app under uvicorn in a background thread on
+127.0.0.1 (a free port) and serves:
+
+- ``POST /v1/chat/completions`` — OpenAI chat completions (``Authorization: Bearer``)
+- ``POST /v1/messages`` — Anthropic messages (``x-api-key``, ``anthropic-version``)
+- ``GET /v1/models`` — the configured model list (OpenAI format)
+
+It checks auth and required fields as the real APIs do, answers with
+``responder(prompt_text)`` after ``latency_s`` (an ``asyncio.sleep``, so
+concurrent requests overlap), and reports usage as providers do. Tokens are
+words and punctuation (``TOKEN_RE``); prompt text is every text part in order,
+joined without separators (system, then the messages).
+
+Prefix caching, as providers do it: a request's cached input tokens are the
+longest token prefix it shares with an earlier request that *completed* before it
+arrived (simultaneous requests miss, as on real APIs). OpenAI-style: any prefix.
+Anthropic-style: only up to the last ``cache_control`` breakpoint, reported as
+``cache_read_input_tokens`` on a hit and ``cache_creation_input_tokens`` on a miss.
+
+Faults (``Fault``) are queued with ``add_faults`` and consumed one per request
+that passed auth and validation: a status with optional ``Retry-After``, a hang
+(a slow answer that gives up as soon as the client disconnects), a malformed JSON
+body, or empty content. ``max_in_flight`` counts concurrent requests server-side.
+
+    with FakeModelServer(latency_s=0.05, openai_api_key="k") as server:
+        ...  # OPENAI_BASE_URL=server.openai_base_url, ANTHROPIC_BASE_URL=server.url
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import re
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+Api = Literal["openai", "anthropic"]
+Responder = Callable[[str], str]
+
+TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+
+
+def tokenize(text: str) -> list[str]:
+    """The server's deterministic tokenizer: words and single punctuation marks."""
+    return TOKEN_RE.findall(text)
+
+
+def _truncate(text: str, max_tokens: int) -> tuple[str, bool]:
+    spans = [m.end() for m in TOKEN_RE.finditer(text)]
+    if len(spans) <= max_tokens:
+        return text, False
+    return text[: spans[max_tokens - 1]] if max_tokens > 0 else "", True
+
+
+def default_responder() -> Responder:
+    """``bot.debate.rehearsal.reply`` if it exists, else an echo of the prompt's tail."""
+    try:
+        module = importlib.import_module("bot.debate.rehearsal")
+        reply: Responder = module.reply
+        return reply
+    except (ImportError, AttributeError):
+        return lambda prompt: "(echo) " + prompt[-200:]
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: Literal["status", "hang", "malformed", "empty", "json"]
+    status: int = 500
+    retry_after: str | None = None
+    seconds: float = 0.0
+    payload: Any = None  # the body of a "json" fault
+
+    @classmethod
+    def rate_limited(cls, retry_after: str | None = "0") -> Fault:
+        return cls("status", status=429, retry_after=retry_after)
+
+    @classmethod
+    def server_error(cls, status: int = 500, retry_after: str | None = None) -> Fault:
+        return cls("status", status=status, retry_after=retry_after)
+
+    @classmethod
+    def hang(cls, seconds: float = 30.0) -> Fault:
+        """Answer only after ``seconds`` (past the client's timeout, in practice)."""
+        return cls("hang", seconds=seconds)
+
+    @classmethod
+    def malformed(cls) -> Fault:
+        return cls("malformed", status=200)
+
+    @classmethod
+    def empty(cls) -> Fault:
+        """A well-formed answer whose text is empty."""
+        return cls("empty", status=200)
+
+    @classmethod
+    def json(cls, payload: Any, status: int = 200) -> Fault:
+        """Answer exactly ``payload`` (e.g. ``{}``: valid JSON, no choices)."""
+        return cls("json", status=status, payload=payload)
+
+
+@dataclass
+class RecordedRequest:
+    api: Api
+    path: str
+    headers: dict[str, str]
+    body: Any  # parsed JSON, or None if the body was not JSON
+    model: str | None = None
+    prompt_text: str = ""
+    status: int = 0
+    fault: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
+class PrefixCache:
+    """Which token prefixes have been seen, as hashes of every prefix (O(n) per request)."""
+
+    def __init__(self) -> None:
+        self._seen: set[int] = set()
+
+    @staticmethod
+    def _hashes(scope: object, tokens: list[str]) -> list[int]:
+        h = hash(("prefix-cache", scope))
+        out = []
+        for token in tokens:
+            h = hash((h, token))
+            out.append(h)
+        return out
+
+    def shared_prefix(self, scope: object, tokens: list[str]) -> int:
+        n = 0
+        for h in self._hashes(scope, tokens):
+            if h not in self._seen:
+                break
+            n += 1
+        return n
+
+    def add(self, scope: object, tokens: list[str]) -> None:
+        self._seen.update(self._hashes(scope, tokens))
+
+    def clear(self) -> None:
+        self._seen.clear()
+
+
+class _BadRequest(Exception):
+    def __init__(self, status: int, kind: str, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.message, self.code = status, kind, message, code
+
+
+@dataclass
+class _Parsed:
+    model: str
+    parts: list[tuple[str, bool]]  # (text, has cache_control) in prompt order
+    max_tokens: int | None
+
+    @property
+    def prompt_text(self) -> str:
+        return "".join(text for text, _ in self.parts)
+
+
+class FakeModelServer:
+    def __init__(
+        self,
+        *,
+        responder: Responder | None = None,
+        latency_s: float = 0.0,
+        openai_api_key: str | None = None,
+        anthropic_api_key: str | None = None,
+        models: Iterable[str] | None = None,
+        cache_per_model: bool = False,
+    ) -> None:
+        self.responder = responder
+        self.latency_s = latency_s
+        self.openai_api_key = openai_api_key  # None: no auth (as Ollama)
+        self.anthropic_api_key = anthropic_api_key
+        self.models = frozenset(models) if models is not None else None  # None: any model
+        self.cache_per_model = cache_per_model
+        self._lock = threading.Lock()
+        self._requests: list[RecordedRequest] = []
+        self._faults: deque[Fault] = deque()
+        self._model_faults: dict[str, deque[Fault]] = {}
+        self._cache = PrefixCache()
+        self._in_flight = 0
+        self._max_in_flight = 0
+        self._counter = 0
+        self._stopping = threading.Event()
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self.port = 0
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._openai, methods=["POST"]),
+                Route("/v1/messages", self._anthropic, methods=["POST"]),
+                Route("/v1/models", self._list_models, methods=["GET"]),
+            ]
+        )
+
+    # -- lifecycle ---------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return self.url + "/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self.url
+
+    def start(self) -> Self:
+        if self._thread is not None:
+            raise RuntimeError("FakeModelServer already started")
+        self._stopping.clear()
+        sock = socket.create_server(("127.0.0.1", 0))
+        self._socket = sock
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.app,
+            lifespan="off",
+            log_config=None,  # leave the test process's logging alone
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=2,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [sock]},
+            name=f"fake-model-server-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("FakeModelServer failed to start")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        if self._thread is None or self._server is None:
+            return
+        self._stopping.set()  # releases hung and sleeping requests
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        if self._socket is not None:
+            self._socket.close()
+        self._thread = self._server = self._socket = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- test controls -----------------------------------------------------
+
+    def add_faults(self, *faults: Fault, model: str | None = None) -> None:
+        """Queue faults, consumed one per request (for ``model`` only, if given)."""
+        with self._lock:
+            if model is None:
+                self._faults.extend(faults)
+            else:
+                self._model_faults.setdefault(model, deque()).extend(faults)
+
+    def reset(self) -> None:
+        """Forget requests, cached prefixes, queued faults and the in-flight maximum."""
+        with self._lock:
+            self._requests.clear()
+            self._faults.clear()
+            self._model_faults.clear()
+            self._cache.clear()
+            self._max_in_flight = self._in_flight
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def max_in_flight(self) -> int:
+        with self._lock:
+            return self._max_in_flight
+
+    @property
+    def pending_faults(self) -> int:
+        with self._lock:
+            return len(self._faults) + sum(len(q) for q in self._model_faults.values())
+
+    # -- handlers ----------------------------------------------------------
+
+    async def _list_models(self, request: Request) -> Response:
+        data = [{"id": m, "object": "model", "owned_by": "fake"} for m in sorted(self.models or ())]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def _openai(self, request: Request) -> Response:
+        return await self._serve(request, "openai")
+
+    async def _anthropic(self, request: Request) -> Response:
+        return await self._serve(request, "anthropic")
+
+    async def _serve(self, request: Request, api: Api) -> Response:
+        with self._lock:
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+        record = RecordedRequest(
+            api=api, path=request.url.path, headers=dict(request.headers), body=None
+        )
+        with self._lock:
+            self._requests.append(record)
+        try:
+            response = await self._answer(request, api, record)
+            record.status = response.status_code
+            return response
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    async def _answer(self, request: Request, api: Api, record: RecordedRequest) -> Response:
+        raw = await request.body()
+        try:
+            record.body = json.loads(raw)
+        except ValueError:
+            return _error(api, 400, "invalid_request_error", "the body is not valid JSON")
+        try:
+            self._check_auth(api, request)
+            parsed = (
+                _parse_openai(record.body) if api == "openai" else _parse_anthropic(record.body)
+            )
+            record.model = parsed.model
+            record.prompt_text = parsed.prompt_text
+            if self.models is not None and parsed.model not in self.models:
+                raise _model_not_found(api, parsed.model)
+        except _BadRequest as exc:
+            return _error(api, exc.status, exc.kind, exc.message, exc.code)
+
+        tokens = [t for text, _ in parsed.parts for t in tokenize(text)]
+        scope = (api, parsed.model if self.cache_per_model else None)
+        with self._lock:
+            fault = self._next_fault(parsed.model)
+            shared = self._cache.shared_prefix(scope, tokens)
+            self._counter += 1
+            serial = self._counter
+        record.fault = fault.kind if fault else None
+
+        delay = self.latency_s + (fault.seconds if fault and fault.kind == "hang" else 0.0)
+        if not await self._pause(request, delay):
+            return Response(status_code=499)  # the client left; nobody reads this
+        if fault is not None and fault.kind == "status":
+            headers = {"retry-after": fault.retry_after} if fault.retry_after is not None else {}
+            return _status_fault(api, fault.status, headers)
+        if fault is not None and fault.kind == "malformed":
+            return Response(b'{"id": "x", "choices": [{"mess', media_type="application/json")
+        if fault is not None and fault.kind == "json":
+            return JSONResponse(fault.payload, status_code=fault.status)
+
+        text = "" if fault is not None and fault.kind == "empty" else self._respond(parsed)
+        text, cut = _truncate(text, parsed.max_tokens or 1_000_000)
+        output_tokens = len(tokenize(text))
+        if api == "openai":
+            cached = shared
+            self._commit(scope, tokens)
+            record.usage = {
+                "prompt_tokens": len(tokens),
+                "completion_tokens": output_tokens,
+                "total_tokens": len(tokens) + output_tokens,
+                "prompt_tokens_details": {"cached_tokens": cached},
+                "completion_tokens_details": {"reasoning_tokens": 0},
+            }
+            return JSONResponse(
+                {
+                    "id": f"chatcmpl-fake{serial}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": parsed.model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "length" if cut else "stop",
+                        }
+                    ],
+                    "usage": record.usage,
+                }
+            )
+        boundary = _breakpoint(parsed.parts)
+        read = boundary if boundary and shared >= boundary else 0
+        written = boundary - read
+        self._commit(scope, tokens[:boundary])
+        record.usage = {
+            "input_tokens": len(tokens) - read - written,
+            "cache_creation_input_tokens": written,
+            "cache_read_input_tokens": read,
+            "output_tokens": output_tokens,
+        }
+        return JSONResponse(
+            {
+                "id": f"msg_fake{serial}",
+                "type": "message",
+                "role": "assistant",
+                "model": parsed.model,
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": "max_tokens" if cut else "end_turn",
+                "stop_sequence": None,
+                "usage": record.usage,
+            }
+        )
+
+    def _check_auth(self, api: Api, request: Request) -> None:
+        if api == "openai":
+            if self.openai_api_key is None:
+                return
+            given = request.headers.get("authorization", "")
+            if given != f"Bearer {self.openai_api_key}":
+                # Deliberately echoes the key unmasked, so clients' redaction is tested.
+                shown = given.removeprefix("Bearer ") or "(none)"
+                raise _BadRequest(
+                    401,
+                    "invalid_request_error",
+                    f"Incorrect API key provided: {shown}.",
+                    "invalid_api_key",
+                )
+            return
+        if not request.headers.get("anthropic-version"):
+            raise _BadRequest(400, "invalid_request_error", "anthropic-version: header is required")
+        if self.anthropic_api_key is not None and (
+            request.headers.get("x-api-key") != self.anthropic_api_key
+        ):
+            raise _BadRequest(401, "authentication_error", "invalid x-api-key")
+
+    def _next_fault(self, model: str) -> Fault | None:
+        queue = self._model_faults.get(model)
+        if queue:
+            return queue.popleft()
+        return self._faults.popleft() if self._faults else None
+
+    def _respond(self, parsed: _Parsed) -> str:
+        if self.responder is None:
+            self.responder = default_responder()
+        return self.responder(parsed.prompt_text)
+
+    def _commit(self, scope: object, tokens: list[str]) -> None:
+        with self._lock:
+            self._cache.add(scope, tokens)
+
+    async def _pause(self, request: Request, seconds: float) -> bool:
+        """Sleep ``seconds``; False as soon as the client disconnects or the server stops."""
+        deadline = time.monotonic() + seconds
+        while True:
+            if self._stopping.is_set() or await request.is_disconnected():
+                return False
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return True
+            await asyncio.sleep(min(remaining, 0.05))
+
+
+# -- wire formats ------------------------------------------------------------
+
+
+def _error(api: Api, status: int, kind: str, message: str, code: str | None = None) -> JSONResponse:
+    if api == "openai":
+        body: dict[str, Any] = {
+            "error": {"message": message, "type": kind, "param": None, "code": code}
+        }
+    else:
+        body = {"type": "error", "error": {"type": kind, "message": message}}
+    return JSONResponse(body, status_code=status)
+
+
+def _status_fault(api: Api, status: int, headers: dict[str, str]) -> JSONResponse:
+    if status == 429:
+        kind, message = (
+            ("requests", "Rate limit reached.")
+            if api == "openai"
+            else ("rate_limit_error", "Rate limited.")
+        )
+    elif status == 529:
+        kind, message = "overloaded_error", "Overloaded"
+    elif status >= 500:
+        kind, message = ("server_error" if api == "openai" else "api_error"), "Internal error."
+    else:
+        kind, message = "invalid_request_error", f"Injected status {status}."
+    response = _error(api, status, kind, message)
+    response.headers.update(headers)
+    return response
+
+
+def _model_not_found(api: Api, model: str) -> _BadRequest:
+    if api == "openai":
+        return _BadRequest(
+            404,
+            "invalid_request_error",
+            f"The model `{model}` does not exist or you do not have access to it.",
+            "model_not_found",
+        )
+    return _BadRequest(404, "not_found_error", f"model: {model}")
+
+
+def _bad(message: str) -> _BadRequest:
+    return _BadRequest(400, "invalid_request_error", message)
+
+
+def _positive_int(body: dict[str, Any], key: str, *, required: bool) -> int | None:
+    value = body.get(key)
+    if value is None:
+        if required:
+            raise _bad(f"{key}: Field required")
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise _bad(f"{key}: must be a positive integer")
+    return value
+
+
+def _text_parts(content: Any, where: str, *, allow_cache_control: bool) -> list[tuple[str, bool]]:
+    if isinstance(content, str):
+        return [(content, False)]
+    if not isinstance(content, list):
+        raise _bad(f"{where}: content must be a string or a list of blocks")
+    parts = []
+    for i, block in enumerate(content):
+        if not isinstance(block, dict) or block.get("type") != "text":
+            raise _bad(f"{where}.{i}: only text blocks are supported by this fake")
+        text = block.get("text")
+        if not isinstance(text, str):
+            raise _bad(f"{where}.{i}.text: Field required")
+        if allow_cache_control and not text:
+            raise _bad(f"{where}.{i}: text content blocks must be non-empty")
+        cache = block.get("cache_control")
+        if cache is not None and (
+            not allow_cache_control
+            or not isinstance(cache, dict)
+            or cache.get("type") != "ephemeral"
+        ):
+            raise _bad(f"{where}.{i}.cache_control: invalid")
+        parts.append((text, cache is not None))
+    return parts
+
+
+def _parse_openai(body: Any) -> _Parsed:
+    if not isinstance(body, dict):
+        raise _bad("the body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise _bad("you must provide a model parameter")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _bad("'messages' must be a non-empty array")
+    parts: list[tuple[str, bool]] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in (
+            "system",
+            "developer",
+            "user",
+            "assistant",
+        ):
+            raise _bad(f"messages[{i}]: a role of system, developer, user or assistant is required")
+        parts += _text_parts(message.get("content"), f"messages[{i}]", allow_cache_control=False)
+    max_tokens = _positive_int(body, "max_completion_tokens", required=False)
+    if max_tokens is None:
+        max_tokens = _positive_int(body, "max_tokens", required=False)
+    return _Parsed(model=model, parts=parts, max_tokens=max_tokens)
+
+
+def _parse_anthropic(body: Any) -> _Parsed:
+    if not isinstance(body, dict):
+        raise _bad("the body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise _bad("model: Field required")
+    max_tokens = _positive_int(body, "max_tokens", required=True)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _bad("messages: Field required")
+    parts: list[tuple[str, bool]] = []
+    system = body.get("system")
+    if system is not None:
+        parts += _text_parts(system, "system", allow_cache_control=True)
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            raise _bad(f"messages.{i}.role: must be user or assistant")
+        content = message.get("content")
+        if content == "" or content == []:
+            raise _bad(f"messages.{i}: all messages must have non-empty content")
+        parts += _text_parts(content, f"messages.{i}.content", allow_cache_control=True)
+    if sum(1 for _, cached in parts if cached) > 4:
+        raise _bad("A maximum of 4 blocks with cache_control may be provided.")
+    return _Parsed(model=model, parts=parts, max_tokens=max_tokens)
+
+
+def _breakpoint(parts: list[tuple[str, bool]]) -> int:
+    """Tokens up to the end of the last block marked ``cache_control`` (0: none)."""
+    boundary = count = 0
+    for text, cached in parts:
+        count += len(tokenize(text))
+        if cached:
+            boundary = count
+    return boundary
