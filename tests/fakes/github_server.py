@@ -310,7 +310,10 @@ class FakeGitHub:
         return self.url + self.api_prefix
 
     def start(self) -> FakeGitHub:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted sockets
+        # whose proto says TCP, and without it every response stalls ~40 ms (Nagle
+        # holding the body behind the headers until the client's delayed ACK).
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -1584,7 +1587,11 @@ def _template(scope: Scope, prefix: str) -> str:
 
 
 class _Recorder:
-    """ASGI wrapper: adds rate-limit headers and records every request."""
+    """ASGI wrapper: adds rate-limit headers and records every request.
+
+    The record is written when the response starts, before any byte reaches the
+    client, so a test that has its response can always see the request recorded.
+    """
 
     def __init__(self, app: ASGIApp, fake: FakeGitHub) -> None:
         self.app = app
@@ -1595,7 +1602,6 @@ class _Recorder:
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
-        status = 0
 
         async def recv() -> Message:
             message = await receive()
@@ -1604,9 +1610,8 @@ class _Recorder:
             return message
 
         async def snd(message: Message) -> None:
-            nonlocal status
             if message["type"] == "http.response.start":
-                status = message["status"]
+                self._record(scope, message["status"], b"".join(chunks))
                 headers = list(message.get("headers", []))
                 present = {k.lower() for k, _ in headers}
                 resource = "graphql" if scope["path"].endswith("/graphql") else "core"
@@ -1615,7 +1620,8 @@ class _Recorder:
             await send(message)
 
         await self.app(scope, recv, snd)
-        raw = b"".join(chunks)
+
+    def _record(self, scope: Scope, status: int, raw: bytes) -> None:
         try:
             body = json.loads(raw) if raw else None
         except ValueError:

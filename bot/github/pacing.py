@@ -1,0 +1,41 @@
+"""Pacing of content-creating calls, per installation.
+
+GitHub's secondary limits on content creation are about 80 requests a minute and
+500 an hour, and its best practices ask for at least a second between mutating
+requests. A ``WritePacer`` serialises writes and keeps them at least
+``interval_s`` apart; clock and sleep are injected so tests need not wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+
+class WritePacer:
+    def __init__(
+        self,
+        interval_s: float,
+        *,
+        clock: Callable[[], float],
+        sleep: Callable[[float], Awaitable[None]],
+    ) -> None:
+        self.interval_s = max(0.0, interval_s)
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = asyncio.Lock()
+        self._next_at: float | None = None
+
+    async def wait_turn(self) -> float:
+        """Wait until the next write may start; returns the seconds waited."""
+        if self.interval_s == 0:
+            return 0.0
+        async with self._lock:
+            now = self._clock()
+            delay = 0.0 if self._next_at is None else max(0.0, self._next_at - now)
+            if delay > 0:
+                await self._sleep(delay)
+            # From the slot we were given, not from the clock after sleeping: an
+            # injected sleep that does not advance the clock still spaces writes.
+            self._next_at = now + delay + self.interval_s
+            return delay
