@@ -98,6 +98,13 @@ class DebateSpec:
     available_providers: frozenset[str] = frozenset()
     arbitration: ArbitrationContext | None = None
     seed: str = ""  # deterministic shuffles (voter labels); the run id in practice
+    # Models for auto-picked personas (persona i gets default_models[i % n]);
+    # empty: the judge's model.
+    default_models: tuple[str, ...] = ()
+    # A voted position is accepted when it gets strictly more than this share of
+    # the eligible voters that answered.
+    vote_threshold: float = 0.5
+    max_escalations: int = 2  # never more than two, whatever is configured
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,122 @@
+"""The audit block that ends every outcome and transcript."""
+
+from __future__ import annotations
+
+from bot.debate.routing import DEGRADED
+from bot.debate.types import JUDGE, Turn
+from bot.debate.walk import Walker
+
+
+def code(ref: str) -> str:
+    return f"`{ref.replace('`', '')}`" if ref else "`(none)`"
+
+
+def answered_by(turns: list[Turn]) -> list[str]:
+    out: list[str] = []
+    for t in turns:
+        if t.status == "ok" and t.model and t.model not in out:
+            out.append(t.model)
+    return out
+
+
+def model_specs(configured: tuple[str, ...], answered: list[str]) -> str:
+    text = code(configured[0]) if configured else "`(none)`"
+    if len(configured) > 1:
+        text += " (fallbacks " + ", ".join(code(m) for m in configured[1:]) + ")"
+    text += "; answered by " + (", ".join(code(m) for m in answered) if answered else "no model")
+    return text
+
+
+def participant_lines(w: Walker) -> list[str]:
+    lines = []
+    for s in w.seats:
+        turns = [t for t in w.used if t.key.slot == s.name]
+        lines.append(f"  - {s.name}: {model_specs(w.seat_models(s, 0), answered_by(turns))}")
+    judge_turns = [t for t in w.used if t.key.slot == JUDGE or t.key.slot.startswith("judge-")]
+    lines.append(f"  - judge: {model_specs(w.judge, answered_by(judge_turns))}")
+    voter_turns = [t for t in w.used if t.key.phase == "vote"]
+    if voter_turns:
+        lines.append(
+            "  - voters: "
+            + ", ".join(
+                f"{t.key.slot} {code(t.model)}"
+                + ("" if t.status == "ok" else f" (dropped: {t.drop_class})")
+                for t in voter_turns
+            )
+        )
+    return lines
+
+
+def warnings(w: Walker) -> list[str]:
+    out = list(w.spec.warnings)
+    if w.spec.subject_truncated and not any("truncat" in x.lower() for x in out):
+        out.append("The subject was truncated to fit the size limit.")
+    out.extend(w.notes)
+    return out
+
+
+def audit_block(w: Walker) -> str:
+    spec = w.spec
+    used = w.used
+    inp = sum(t.usage.input_tokens for t in used)
+    out = sum(t.usage.output_tokens for t in used)
+    cached = sum(t.usage.cached_tokens for t in used)
+    cost = sum(t.usage.cost_usd for t in used)
+    seconds = sum(t.usage.latency_ms for t in used) / 1000
+    per_tier: dict[int, int] = {}
+    for r in w.rounds:
+        per_tier[r.tier] = per_tier.get(r.tier, 0) + 1
+    rounds = f"{len(w.rounds)} (limit {spec.rounds} per tier)"
+    if len(per_tier) > 1:
+        rounds += " (" + "; ".join(f"tier {t}: {n}" for t, n in sorted(per_tier.items())) + ")"
+    if w.rounds:
+        rounds += ", converged" if w.converged() else ", not converged"
+
+    drops = []
+    for t in used:
+        if t.status == "dropped":
+            drops.append(
+                f"{t.key.slot} ({t.key.phase}, tier {t.key.tier} round {t.key.round}): "
+                f"{t.drop_class}"
+            )
+    if w.degraded:
+        degradation = f"{DEGRADED} — the personas were meant to run on different vendors"
+    else:
+        degradation = "none"
+    tiers = sorted(w.routings)
+    if len(tiers) > 1:
+        escalation = " → ".join(
+            f"tier {t} (" + ", ".join(code(m[0]) for m in w.routings[t].seats if m) + ")"
+            for t in tiers
+        )
+        escalation += f"; {len(tiers) - 1} escalation(s)"
+    else:
+        escalation = "none"
+    files = (
+        ", ".join(
+            f"{code(f.path)} ({f.size_bytes:,} bytes)" + (" [CONDENSED]" if f.condensed else "")
+            for f in spec.context_files
+        )
+        or "none"
+    )
+    warn = warnings(w)
+    pick = "configured" if spec.personas else f"auto-picked ({w.pair_note})"
+
+    lines = [
+        "### Audit",
+        "",
+        f"- **Mode:** {spec.mode} · turn order {spec.turn_order} · personas {pick}",
+        "- **Participants:**",
+        *participant_lines(w),
+        f"- **Rounds run:** {rounds}",
+        f"- **Tokens:** {inp:,} input ({cached:,} cached), {out:,} output",
+        f"- **Cost estimate:** ${cost:.4f}",
+        f"- **Model time:** {seconds:.1f} s (sum of call latencies)",
+        "- **Drops:** " + ("; ".join(drops) if drops else "none"),
+        f"- **Degradation:** {degradation}",
+        f"- **Escalation:** {escalation}",
+        f"- **Context files:** {files}",
+        "- **Warnings:** " + ("none" if not warn else ""),
+        *[f"  - {x}" for x in warn],
+    ]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,369 @@
+"""Final outcomes of a run, one renderer per kind, all pure.
+
+Bodies are markdown without any marker line (the shell adds the
+``<!-- debate-bot:… -->`` marker) and end with the audit block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.debate.audit import answered_by, audit_block, code, model_specs
+from bot.debate.replies import (
+    DebateVerdict,
+    parse_arbitration,
+    parse_critique,
+    parse_debate_verdict,
+    parse_proposal,
+)
+from bot.debate.routing import DEGRADED
+from bot.debate.stances import parse_position
+from bot.debate.types import JUDGE, ArbitrationVerdict, Outcome, OutcomeKind
+from bot.debate.walk import Final, RoundRecord, Walker
+
+
+@dataclass(frozen=True)
+class Parts:
+    kind: OutcomeKind
+    title: str
+    main: str  # everything above the audit block
+    audit: str
+    verdict: ArbitrationVerdict | None = None
+    pending: tuple[int, ...] = ()
+    reason: str = ""
+
+
+def build_outcome(w: Walker, final: Final) -> Outcome:
+    p = outcome_parts(w, final)
+    body = p.main.rstrip() + "\n\n" + p.audit
+    return Outcome(
+        kind=p.kind,
+        title=p.title,
+        body=body,
+        verdict=p.verdict,
+        pending_points=p.pending,
+        reason=p.reason,
+    )
+
+
+def outcome_parts(w: Walker, final: Final) -> Parts:
+    audit = audit_block(w)
+    if final.kind == "aborted":
+        return Parts("aborted", w.spec.title, _aborted(w, final.reason), audit, reason=final.reason)
+    if final.kind == "pending_decision":
+        return Parts(
+            "pending_decision",
+            w.spec.title,
+            _pending(w, final.pending),
+            audit,
+            pending=final.pending,
+        )
+    mode = w.spec.mode
+    if mode == "debate":
+        return Parts("verdict", w.spec.title, _debate(w), audit)
+    if mode == "critique":
+        return Parts("critique", w.spec.title, _critique(w), audit)
+    if mode == "arbitrate":
+        verdict, main = _arbitration(w)
+        return Parts("arbitration", w.spec.title, main, audit, verdict=verdict)
+    title, main = _proposal(w)
+    return Parts("proposal", title, main, audit)
+
+
+# --- shared pieces -----------------------------------------------------------
+
+
+def cell(text: str, n: int = 220) -> str:
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+
+
+def banner(w: Walker) -> list[str]:
+    lines = []
+    if w.degraded:
+        lines.append(
+            f"> **{DEGRADED}** The personas were meant to run on different model "
+            "vendors; one was unavailable, so they share a vendor."
+        )
+    if w.capped:
+        lines.append(
+            "> **Budget cap reached:** no new persona turns were started after it; "
+            "the synthesis is built from the turns that exist."
+        )
+    return [*lines, ""] if lines else []
+
+
+def phase_label(rec: RoundRecord) -> str:
+    return f"{rec.round} · {rec.phase}" + (f" (tier {rec.tier})" if rec.tier else "")
+
+
+def key_arguments(w: Walker) -> list[str]:
+    names = [s.name for s in w.seats]
+    lines = [
+        "| Round | " + " | ".join(cell(n, 60) for n in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for rec in w.rounds:
+        cells = []
+        for n in names:
+            t = rec.turns.get(n)
+            if t is None:
+                cells.append("—")
+            elif t.status == "dropped":
+                cells.append(f"_dropped ({t.drop_class})_")
+            else:
+                cells.append(cell(parse_position(t.text)))
+        lines.append(f"| {phase_label(rec)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def final_stances(w: Walker, point: int) -> str:
+    if not w.rounds:
+        return "no turns"
+    rec = w.rounds[-1]
+    parts = []
+    for name, stances in rec.ledger.items():
+        e = stances[point]
+        parts.append(f"{name} {e.stance}" + (f" — {cell(e.reason, 160)}" if e.reason else ""))
+    return " · ".join(parts) if parts else "no stances"
+
+
+def _fallback_text(w: Walker) -> str:
+    if w.synthesis_failed is not None:
+        why = w.synthesis_failed.drop_class
+        return f"_The synthesis is unavailable ({why}); see the stance ledger._"
+    return "_Not stated in the synthesis._"
+
+
+# --- debate ------------------------------------------------------------------
+
+
+def _debate(w: Walker) -> str:
+    v = parse_debate_verdict(w.synthesis.text) if w.synthesis else DebateVerdict()
+    settled = list(v.settled)
+    open_ = list(v.open)
+    if not settled and not open_ and w.rounds:
+        # Without a usable synthesis the ledger still says what is settled.
+        for i, point in enumerate(w.points, 1):
+            (open_ if i in w.rounds[-1].open else settled).append(
+                f"{point} ({final_stances(w, i)})"
+            )
+    names = " vs ".join(s.name for s in w.seats)
+    lines = [
+        f"## Verdict: {cell(w.spec.title, 200)}",
+        "",
+        *banner(w),
+        f"**Personas:** {names} · **Rounds:** {len(w.rounds)}",
+        "",
+    ]
+    lines += ["### Settled", *(f"- {x}" for x in settled or ["_Nothing settled._"]), ""]
+    lines += ["### Open", *(f"- {x}" for x in open_ or ["_Nothing left open._"]), ""]
+    lines += ["### Call", v.call or _fallback_text(w), ""]
+    lines += ["### Flip condition", v.flip or _fallback_text(w), ""]
+    lines += ["### Key arguments by round", *key_arguments(w), ""]
+    lines += ["### Decisive factor", v.decisive or _fallback_text(w), ""]
+    return "\n".join(lines)
+
+
+# --- critique ----------------------------------------------------------------
+
+
+def _critique(w: Walker) -> str:
+    c = parse_critique(w.synthesis.text) if w.synthesis else None
+    lines = [f"## Critique: {cell(w.spec.title, 200)}", "", *banner(w), "### Issues"]
+    lines += [f"{i}. {p}" for i, p in enumerate(w.points, 1)]
+    lines += ["", "### Critique report"]
+    if c and c.preamble:
+        lines += ["", c.preamble]
+    for i, p in enumerate(w.points, 1):
+        lines += [
+            "",
+            f"#### {i}. {cell(p, 200)}",
+            "",
+            (c.report.get(i) if c else None) or _fallback_text(w),
+            "",
+            f"_Final stances:_ {final_stances(w, i)}",
+        ]
+    lines += ["", "### Revised plan", ""]
+    if c and c.revised_plan:
+        lines.append(c.revised_plan)
+        if "[CHANGED]" not in c.revised_plan:
+            lines += ["", "_The revised plan marks no line as `[CHANGED]`._"]
+    else:
+        lines.append(_fallback_text(w))
+    return "\n".join(lines) + "\n"
+
+
+# --- arbitration -------------------------------------------------------------
+
+
+def arbitration_verdict(w: Walker) -> tuple[ArbitrationVerdict, str]:
+    """The verdict and, when it had to be escalated, why. Never a silent default:
+    an unparseable judge, personas still split, or a judge contradicting the
+    personas' own concessions all give ESCALATED."""
+    judged, _ = parse_arbitration(w.synthesis.text) if w.synthesis else (None, "")
+    if w.synthesis is None:
+        return "ESCALATED", "the judge's synthesis is unavailable"
+    if judged is None:
+        return "ESCALATED", "the judge's verdict could not be parsed"
+    last = w.rounds[-1] if w.rounds else None
+    if last is None or len(w.seats) < 2:
+        return "ESCALATED", "no debate rounds were completed"
+    if 1 in last.open:
+        return "ESCALATED", "the personas did not converge: both still hold their positions"
+    s0 = last.ledger.get(w.seats[0].name, {}).get(1)
+    s1 = last.ledger.get(w.seats[1].name, {}).get(1)
+    panel: ArbitrationVerdict | None = None
+    if s0 and s1:
+        if s0.stance == "CONCEDE" and s1.stance != "CONCEDE":
+            panel = "DISMISSED"
+        elif s1.stance == "CONCEDE" and s0.stance != "CONCEDE":
+            panel = "CONFIRMED"
+    if judged != "ESCALATED" and panel is not None and panel != judged:
+        return (
+            "ESCALATED",
+            f"the judge said {judged} but the personas' concessions point to {panel}",
+        )
+    return judged, ""
+
+
+def _arbitration(w: Walker) -> tuple[ArbitrationVerdict, str]:
+    verdict, why = arbitration_verdict(w)
+    _, conclusion = parse_arbitration(w.synthesis.text) if w.synthesis else (None, "")
+    lines = [f"**Arbitration result: {verdict}.**", "", *banner(w), "### Participants"]
+    for s in w.seats:
+        turns = [t for t in w.used if t.key.slot == s.name]
+        lines.append(
+            f"- **{s.name}** ({cell(s.lens, 160)}): "
+            f"{model_specs(w.seat_models(s, 0), answered_by(turns))}"
+        )
+    judge_turns = [t for t in w.used if t.key.slot == JUDGE]
+    lines.append(f"- **Judge**: {model_specs(w.judge, answered_by(judge_turns))}")
+    arb = w.spec.arbitration
+    lines += ["", "### Concern"]
+    if arb is not None:
+        where = code(arb.path) + (f" line {arb.line}" if arb.line is not None else "")
+        who = code(arb.concern_author) + (" (bot)" if arb.concern_author_is_bot else "")
+        lines += [f"By {who} on {where}:", ""]
+        lines += ["> " + line for line in arb.concern.strip().splitlines()[:40]] or ["> (empty)"]
+    else:
+        lines += ["> " + line for line in w.spec.subject.strip().splitlines()[:40]]
+    lines += ["", "### Debate summary"]
+    for rec in w.rounds:
+        lines += ["", f"#### Round {phase_label(rec)}"]
+        for name, t in rec.turns.items():
+            if t.status == "dropped":
+                lines.append(f"- **{name}** — dropped ({t.drop_class})")
+            else:
+                stance = rec.ledger[name][1].stance
+                lines.append(
+                    f"- **{name}** ({code(t.model)}, {stance}): {cell(parse_position(t.text), 300)}"
+                )
+    lines += ["", "### Conclusion", "", conclusion or _fallback_text(w)]
+    if why:
+        lines += ["", f"**Escalated to a human:** {why}."]
+    return verdict, "\n".join(lines) + "\n"
+
+
+# --- proposal ----------------------------------------------------------------
+
+
+def _ledger_table(w: Walker) -> list[str]:
+    names = [s.name for s in w.seats]
+    lines = [
+        "| # | Point | " + " | ".join(cell(n, 60) for n in names) + " | Resolution |",
+        "|---|---|" + "---|" * len(names) + "---|",
+    ]
+    last = w.rounds[-1] if w.rounds else None
+    for i, p in enumerate(w.points, 1):
+        stances = []
+        for n in names:
+            e = last.ledger.get(n, {}).get(i) if last else None
+            stances.append(e.stance if e else "—")
+        lines.append(
+            f"| {i} | {cell(p, 160)} | " + " | ".join(stances) + f" | {_resolution(w, i)} |"
+        )
+    return lines
+
+
+def _resolution(w: Walker, point: int) -> str:
+    if point not in w.stalemates:
+        return "agreed"
+    if point in w.decided:
+        d = w.decided[point]
+        labels = dict(w.stalemate_labels[point])
+        return (
+            "maintainer: both"
+            if d.choice == "both"
+            else f"maintainer: {d.choice} ({labels[d.choice]})"
+        )
+    v = w.votes.get(point)
+    if v is not None:
+        counts = dict(v.counts)
+        if v.accepted is not None:
+            who = dict(v.labels)[v.accepted]
+            return f"vote: {who} ({counts[v.accepted]} of {v.answered})"
+        return f"vote: no position over the threshold ({v.answered} voted)"
+    return "pending"
+
+
+def _proposal(w: Walker) -> tuple[str, str]:
+    draft = parse_proposal(w.synthesis.text) if w.synthesis else None
+    title = "[PROPOSAL] " + cell(
+        (draft.title if draft and draft.title else "") or w.spec.title, 120
+    )
+    lines = [*banner(w)]
+    if draft and draft.summary:
+        lines += [draft.summary, ""]
+    if draft and draft.body:
+        lines += [draft.body, ""]
+    elif draft is None or not draft.body:
+        lines += [_fallback_text(w), ""]
+    lines += ["### Points and final stances", "", *_ledger_table(w), ""]
+    res = w.resolutions()
+    if res:
+        lines += ["### Stalemates", "", *[f"- {r}" for r in res], ""]
+    return title, "\n".join(lines)
+
+
+def _pending(w: Walker, pending: tuple[int, ...]) -> str:
+    lines = [
+        f"## Decision needed: {cell(w.spec.title, 200)}",
+        "",
+        *banner(w),
+        f"The personas could not agree on {len(pending)} point(s). A maintainer can settle "
+        "each one with `/debate decide <point> <A|B|both>`; the proposal is filed once every "
+        "point is decided.",
+        "",
+    ]
+    for p in pending:
+        lines += [f"### Point {p}: {cell(w.points[p - 1], 200)}", ""]
+        for label, name in w.stalemate_labels[p]:
+            lines.append(f"- **{label}** — {name}: {cell(w.position_text(p, name), 400)}")
+        lines += ["- **both** — combine the positions", ""]
+    lines += ["### All points", "", *_ledger_table(w), ""]
+    return "\n".join(lines)
+
+
+# --- aborted -----------------------------------------------------------------
+
+_ABORT_TEXT = {
+    "quorum_lost": "Fewer than two personas were left, so the debate stopped.",
+    "vendor_unavailable": "The personas were meant to run on different model vendors and at "
+    "least one vendor is unavailable; the repository config does not allow a within-model "
+    "debate (`on_unavailable: abort`), or no configured model is reachable.",
+}
+
+
+def _aborted(w: Walker, reason: str) -> str:
+    lines = [
+        "## Debate aborted",
+        "",
+        _ABORT_TEXT.get(reason, "The debate could not continue."),
+        "",
+        f"Reason: `{reason}`",
+    ]
+    drops = [f"{name} ({t.drop_class})" for name, t in w.dropped.items()]
+    if drops:
+        lines += ["", "Dropped: " + ", ".join(drops)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,138 @@
+"""Markdown rendering of round digests and the CLI transcript (pure).
+
+Everything is a function of ``(spec, turns)``: a re-render after a crash is
+byte-identical, so comment upserts stay idempotent. Final outcome bodies are
+produced by ``next_step`` (see ``outcomes``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from bot.debate.audit import code
+from bot.debate.outcomes import Parts, outcome_parts
+from bot.debate.prompts import word_budget
+from bot.debate.routing import DEGRADED
+from bot.debate.stances import parse_position
+from bot.debate.types import DebateSpec, Outcome, Turn
+from bot.debate.walk import Final, Walker
+
+
+def _safe(text: str) -> str:
+    # Model text must not be able to close our <details> early.
+    return re.sub(r"</details\s*>", "&lt;/details&gt;", text, flags=re.I)
+
+
+def _details(summary: str, text: str) -> list[str]:
+    return [f"<details><summary>{summary}</summary>", "", _safe(text.strip()), "", "</details>"]
+
+
+def render_round(spec: DebateSpec, turns: Sequence[Turn], round: int, tier: int = 0) -> str:
+    """The digest comment of one round: each persona's position in a few lines,
+    the full turn folded, stances per point, dropped slots with their class."""
+    w = Walker(spec, turns)
+    rec = next((r for r in w.rounds if r.tier == tier and r.round == round), None)
+    phase = (
+        rec.phase if rec else ("opening" if round == 1 else "rebuttal" if round == 2 else "counter")
+    )
+    head = f"## Round {round} of {spec.rounds} — {phase}" + (f" (tier {tier})" if tier else "")
+    lines = [head, ""]
+    if w.degraded:
+        lines += [f"> **{DEGRADED}**", ""]
+    if rec is None or not rec.turns:
+        return "\n".join([*lines, "_No turns in this round yet._"]) + "\n"
+    for s in w.seats:
+        t = rec.turns.get(s.name)
+        if t is None:
+            continue
+        if t.status == "dropped":
+            lines += [f"### {s.name} — dropped (`{t.drop_class}`)", ""]
+            continue
+        lines += [
+            f"### {s.name} ({code(t.model)})",
+            "",
+            f"> {_safe(parse_position(t.text, max_chars=600))}",
+            "",
+        ]
+        stances = rec.ledger[s.name]
+        lines.append("**Stances:**")
+        for p, e in stances.items():
+            reason = f" — {_safe(' '.join(e.reason.split()))}" if e.reason else ""
+            implicit = "" if e.explicit else " _(no stance given)_"
+            lines.append(f"- Point {p}: **{e.stance}**{reason}{implicit}")
+        lines += ["", *_details(f"{s.name} — full turn", t.text), ""]
+    if rec.open:
+        lines.append("**Still contested:** " + ", ".join(f"point {p}" for p in rec.open))
+    else:
+        lines.append("**Converged:** no point is contested.")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_transcript(
+    spec: DebateSpec, turns: Sequence[Turn], outcome: Outcome, *, date: str, plan: str = ""
+) -> str:
+    """The transcript file of ``debate-bot run``."""
+    w = Walker(spec, turns)
+    final = w.result if isinstance(w.result, Final) else None
+    parts: Parts | None = outcome_parts(w, final) if final is not None else None
+    words = word_budget(spec)
+    lines = [
+        "# Debate Transcript",
+        "",
+        f"**Topic:** {spec.title}",
+        f"**Plan:** {plan or '(inline)'}",
+        f"**Date:** {date}",
+        f"**Rounds:** {spec.rounds} (run: {len(w.rounds)})",
+        f"**Mode:** {spec.mode}",
+        f"**Response scale:** {spec.response_scale} ({words} words max)",
+    ]
+    if w.degraded:
+        lines.append(f"**{DEGRADED}**")
+    lines += ["", "## Personas", "", "| Role | Name | Model |", "|------|------|-------|"]
+    for s in w.seats:
+        models = w.seat_models(s, 0)
+        role = f"Persona {chr(ord('A') + s.index)}"
+        lines.append(f"| {role} | {s.name} | {code(models[0] if models else '')} |")
+    lines.append(f"| Judge | judge | {code(w.judge[0] if w.judge else '')} |")
+    lines += ["", "## Context Files", ""]
+    lines += [
+        f"- {f.path} ({f.size_bytes:,} bytes)" + (" [CONDENSED]" if f.condensed else "")
+        for f in spec.context_files
+    ] or ["_None._"]
+    if spec.warnings:
+        lines += ["", "## Warnings", "", *[f"- {x}" for x in spec.warnings]]
+    if not spec.personas:
+        lines += ["", f"_Personas auto-picked: {w.pair_note}._"]
+    if spec.mode in ("critique", "proposal"):
+        heading = "Issue Extraction" if spec.mode == "critique" else "Decision Points"
+        lines += ["", "---", "", f"## {heading}", ""]
+        lines += [f"{i}. {p}" for i, p in enumerate(w.points, 1)]
+    for rec in w.rounds:
+        title = f"## Round {rec.round} — {rec.phase}" + (f" (tier {rec.tier})" if rec.tier else "")
+        lines += ["", "---", "", title]
+        for name, t in rec.turns.items():
+            lines += ["", f"### {name}", ""]
+            lines.append(f"_Dropped: {t.drop_class}._" if t.status == "dropped" else t.text.strip())
+    votes = [t for t in w.used if t.key.phase == "vote"]
+    if votes:
+        lines += ["", "---", "", "## Votes"]
+        for t in votes:
+            lines += [
+                "",
+                f"### {t.key.slot}",
+                "",
+                t.text.strip() if t.status == "ok" else f"_Dropped: {t.drop_class}._",
+            ]
+    lines += ["", "---", "", "## Synthesis", ""]
+    if parts is not None:
+        lines += [
+            parts.main.strip(),
+            "",
+            "## Audit",
+            "",
+            parts.audit.replace("### Audit\n\n", "", 1).strip(),
+        ]
+    else:
+        lines.append(outcome.body.strip())
+    return "\n".join(lines).rstrip() + "\n"
