@@ -57,8 +57,16 @@ def main(argv: list[str]) -> int:
     action, rest = (argv[0], argv[1:]) if argv else ("help", [])
     if action == "lock":
         return run("uv", "lock") or run(
-            "uv", "export", "--frozen", "--no-hashes", "--no-emit-project", "--all-groups",
-            "--format", "requirements-txt", "-o", "requirements.lock",
+            "uv",
+            "export",
+            "--frozen",
+            "--no-hashes",
+            "--no-emit-project",
+            "--all-groups",
+            "--format",
+            "requirements-txt",
+            "-o",
+            "requirements.lock",
         )
     if action not in {"serve", "test", "lint", "bench"}:
         print(__doc__, file=sys.stderr)

@@ -78,21 +78,39 @@ def migrate() -> None:
 
 @app.command()
 def run(
-    file: Annotated[Path | None, typer.Argument(help="Markdown plan or topic (default .github/debate.md)")] = None,
-    rounds: Annotated[int | None, typer.Option(min=1, max=10, help="Rounds (overrides frontmatter)")] = None,
-    mode: Annotated[str | None, typer.Option(help="debate | critique | arbitrate | proposal")] = None,
-    model: Annotated[str | None, typer.Option(help="Model for every persona, e.g. openai/gpt-4.1-mini")] = None,
+    file: Annotated[
+        Path | None, typer.Argument(help="Markdown plan or topic (default .github/debate.md)")
+    ] = None,
+    rounds: Annotated[
+        int | None, typer.Option(min=1, max=10, help="Rounds (overrides frontmatter)")
+    ] = None,
+    mode: Annotated[
+        str | None, typer.Option(help="debate | critique | arbitrate | proposal")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Model for every persona, e.g. openai/gpt-4.1-mini")
+    ] = None,
     judge: Annotated[str | None, typer.Option(help="Model for the judge")] = None,
-    alternating: Annotated[bool, typer.Option("--alternating", help="A then B within a round")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the planned batches; call no model")] = False,
+    alternating: Annotated[
+        bool, typer.Option("--alternating", help="A then B within a round")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the planned batches; call no model")
+    ] = False,
     output_dir: Annotated[Path | None, typer.Option(help="Where to write the transcript")] = None,
 ) -> None:
     """Debate a markdown file locally and write a transcript."""
     from bot.local_run import LocalOptions, run_local
 
     options = LocalOptions(
-        file=file, rounds=rounds, mode=mode, model=model, judge=judge,
-        alternating=alternating, dry_run=dry_run, output_dir=output_dir,
+        file=file,
+        rounds=rounds,
+        mode=mode,
+        model=model,
+        judge=judge,
+        alternating=alternating,
+        dry_run=dry_run,
+        output_dir=output_dir,
     )
     try:
         code = run_local(_settings(), options)

@@ -95,7 +95,9 @@ class Settings(BaseSettings):
             try:
                 return self.private_key_file.read_text()
             except OSError as exc:
-                raise ConfigError(f"cannot read DEBATE_BOT_PRIVATE_KEY_FILE: {exc.strerror}") from exc
+                raise ConfigError(
+                    f"cannot read DEBATE_BOT_PRIVATE_KEY_FILE: {exc.strerror}"
+                ) from exc
         return None
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import anyio
 import uvicorn
 
@@ -50,8 +52,10 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
     svc: Services | None = None
     if worker:
         if settings.app_id is None and web:
-            log.warning("worker.disabled", reason="DEBATE_BOT_APP_ID is not set; "
-                        "deliveries are stored but not processed")
+            log.warning(
+                "worker.disabled",
+                reason="DEBATE_BOT_APP_ID is not set; deliveries are stored but not processed",
+            )
         else:
             svc = build_services(settings, store, metrics)
     if web and settings.webhook_secret is None:
@@ -63,8 +67,14 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
             tg.start_soon(w.run)
         if web:
             app = create_app(settings, store, metrics, wake=wake)
-            config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
-                                    access_log=False, lifespan="off")
+            config = uvicorn.Config(
+                app,
+                host=settings.host,
+                port=settings.port,
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+            )
             server = uvicorn.Server(config)
             log.info("web.listening", host=settings.host, port=settings.port)
             await server.serve()  # returns on SIGINT/SIGTERM
@@ -77,7 +87,5 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
 
 def run_service(settings: Settings, *, web: bool, worker: bool) -> None:
     configure_logging(settings.log_level, json=settings.log_json)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         anyio.run(lambda: serve_async(settings, web=web, worker=worker))
-    except KeyboardInterrupt:
-        pass

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.registry import Collector
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 
 class _RunStates(Collector):
@@ -33,23 +33,32 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.deliveries = Counter(
-            "debate_bot_deliveries", "Webhook deliveries by event and result",
-            ["event", "result"], registry=r,
+            "debate_bot_deliveries",
+            "Webhook deliveries by event and result",
+            ["event", "result"],
+            registry=r,
         )
         self.model_latency = Histogram(
-            "debate_bot_model_latency_seconds", "Model call latency", ["provider", "status"],
-            registry=r, buckets=(0.5, 1, 2, 5, 10, 20, 40, 80, 160),
+            "debate_bot_model_latency_seconds",
+            "Model call latency",
+            ["provider", "status"],
+            registry=r,
+            buckets=(0.5, 1, 2, 5, 10, 20, 40, 80, 160),
         )
         self.model_tokens = Counter(
             "debate_bot_model_tokens", "Model tokens by kind", ["provider", "kind"], registry=r
         )
         self.github_calls = Counter(
-            "debate_bot_github_calls", "GitHub REST calls", ["method", "route", "status"],
+            "debate_bot_github_calls",
+            "GitHub REST calls",
+            ["method", "route", "status"],
             registry=r,
         )
         self.github_rate_remaining = Gauge(
-            "debate_bot_github_rate_limit_remaining", "Last seen x-ratelimit-remaining",
-            ["installation"], registry=r,
+            "debate_bot_github_rate_limit_remaining",
+            "Last seen x-ratelimit-remaining",
+            ["installation"],
+            registry=r,
         )
 
     def watch_runs(self, counts: Callable[[], dict[str, int]]) -> None:

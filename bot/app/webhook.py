@@ -71,7 +71,9 @@ def webhook_router(
     settings: Settings, store: RunStore, metrics: Metrics, wake: Callable[[], None]
 ) -> APIRouter:
     router = APIRouter()
-    secret = settings.webhook_secret.get_secret_value().encode() if settings.webhook_secret else None
+    secret = (
+        settings.webhook_secret.get_secret_value().encode() if settings.webhook_secret else None
+    )
 
     @router.post("/api/github/webhooks")
     async def receive(request: Request) -> JSONResponse:
@@ -104,16 +106,23 @@ def webhook_router(
 
         inserted = await anyio.to_thread.run_sync(
             lambda: store.record_delivery(
-                delivery, event, str(payload.get("action") or ""),
-                int(payload["installation"]["id"]), body,
+                delivery,
+                event,
+                str(payload.get("action") or ""),
+                int(payload["installation"]["id"]),
+                body,
             )
         )
         if not inserted:
             metrics.deliveries.labels(event, "duplicate").inc()
             return _reply(202, "duplicate")
         metrics.deliveries.labels(event, "queued").inc()
-        log.info("webhook.queued", delivery=delivery, gh_event=event,
-                 installation=payload["installation"]["id"])
+        log.info(
+            "webhook.queued",
+            delivery=delivery,
+            gh_event=event,
+            installation=payload["installation"]["id"],
+        )
         wake()
         return _reply(202, "queued")
 

@@ -30,38 +30,61 @@ class Finisher:
         tokens, cost = usage
         if outcome.kind == "pending_decision":
             await self.publisher.upsert("status", outcome.body)
-            self.svc.store.release_run(self.run.id, worker_id, "waiting",
-                                       outcome_kind=outcome.kind, tokens_total=tokens, cost_usd=cost)
+            self.svc.store.release_run(
+                self.run.id,
+                worker_id,
+                "waiting",
+                outcome_kind=outcome.kind,
+                tokens_total=tokens,
+                cost_usd=cost,
+            )
             return
         if outcome.kind == "aborted":
             await self.publisher.upsert("aborted", outcome.body)
             await self._close(ok=False)
-            self.svc.store.release_run(self.run.id, worker_id, "aborted", outcome_kind=outcome.kind,
-                                       error_class=outcome.reason or "aborted",
-                                       tokens_total=tokens, cost_usd=cost)
+            self.svc.store.release_run(
+                self.run.id,
+                worker_id,
+                "aborted",
+                outcome_kind=outcome.kind,
+                error_class=outcome.reason or "aborted",
+                tokens_total=tokens,
+                cost_usd=cost,
+            )
             return
         if outcome.kind == "proposal":
             number = await self._file_proposal(outcome)
             await self.publisher.upsert(
-                "proposal-link", f"The panel's proposal is filed as #{number}: **{outcome.title}**")
+                "proposal-link", f"The panel's proposal is filed as #{number}: **{outcome.title}**"
+            )
             await self.publisher.upsert("verdict", outcome.body)
         else:
             await self.publisher.upsert("verdict", outcome.body)
         if outcome.kind == "arbitration":
             await self._arbitration_actions(outcome)
         await self._close(ok=True)
-        self.svc.store.release_run(self.run.id, worker_id, "done", outcome_kind=outcome.kind,
-                                   tokens_total=tokens, cost_usd=cost)
+        self.svc.store.release_run(
+            self.run.id,
+            worker_id,
+            "done",
+            outcome_kind=outcome.kind,
+            tokens_total=tokens,
+            cost_usd=cost,
+        )
 
     async def failed(self, code: str, sentence: str, worker_id: str) -> None:
         await self.publisher.upsert(
-            "aborted", f"**The debate stopped** (`{code}`). {sentence}\n\n"
-            "Details are in the service logs. Comment `/debate` to try again.")
+            "aborted",
+            f"**The debate stopped** (`{code}`). {sentence}\n\n"
+            "Details are in the service logs. Comment `/debate` to try again.",
+        )
         await self._close(ok=False)
         self.svc.store.release_run(self.run.id, worker_id, "failed", error_class=code)
 
     async def cancelled(self, worker_id: str) -> None:
-        await self.publisher.upsert("status", "The debate was cancelled. Rounds already posted stay.")
+        await self.publisher.upsert(
+            "status", "The debate was cancelled. Rounds already posted stay."
+        )
         await self._close(ok=False, label=False)
         self.svc.store.release_run(self.run.id, worker_id, "cancelled")
 
@@ -72,20 +95,31 @@ class Finisher:
         if record is not None:
             return record.comment_id
         body = f"{outcome.body}\n\n---\nFiled by debate-bot from #{self.run.issue_number}."
-        title = outcome.title if outcome.title.startswith("[PROPOSAL]") else f"[PROPOSAL] {outcome.title}"
+        title = (
+            outcome.title
+            if outcome.title.startswith("[PROPOSAL]")
+            else f"[PROPOSAL] {outcome.title}"
+        )
         from bot.github.sanitize import sanitize
 
         number = await self.gh.create_issue(self.run.repo, title[:256], sanitize(body))
-        store.record_comment(self.run.id, PROPOSAL_ISSUE, number, "issue",
-                             hashlib.sha256(body.encode()).hexdigest())
+        store.record_comment(
+            self.run.id, PROPOSAL_ISSUE, number, "issue", hashlib.sha256(body.encode()).hexdigest()
+        )
         return number
 
     async def _arbitration_actions(self, outcome: Outcome) -> None:
         opts = self.run.trigger.get("arbitration") or {}
         thread_comment = self.run.trigger.get("review_thread")
         try:
-            if outcome.verdict == "DISMISSED" and opts.get("resolve_on_dismissed") and thread_comment:
-                await self.gh.resolve_review_thread(self.run.repo, self.run.issue_number, int(thread_comment))
+            if (
+                outcome.verdict == "DISMISSED"
+                and opts.get("resolve_on_dismissed")
+                and thread_comment
+            ):
+                await self.gh.resolve_review_thread(
+                    self.run.repo, self.run.issue_number, int(thread_comment)
+                )
             label = opts.get("label_on_confirmed")
             if outcome.verdict == "CONFIRMED" and label:
                 await self.gh.add_labels(self.run.repo, self.run.issue_number, [str(label)])
@@ -96,8 +130,12 @@ class Finisher:
         comment_id = self.run.trigger.get("comment_id")
         try:
             if comment_id:
-                await self.gh.add_reaction(self.run.repo, int(comment_id), content,
-                                           review_comment=bool(self.run.trigger.get("review_comment")))
+                await self.gh.add_reaction(
+                    self.run.repo,
+                    int(comment_id),
+                    content,
+                    review_comment=bool(self.run.trigger.get("review_comment")),
+                )
             elif not self.run.trigger.get("link_from"):
                 await self.gh.add_issue_reaction(self.run.repo, self.run.issue_number, content)
         except BotError as exc:

@@ -141,11 +141,16 @@ class Intake:
         try:
             return await load_config(gh, origin.repo)
         except ConfigError as exc:
-            await self.reply(gh, origin, f"**debate-bot** cannot read its configuration.\n\n"
-                             f"```\n{exc.public}\n```")
+            await self.reply(
+                gh,
+                origin,
+                f"**debate-bot** cannot read its configuration.\n\n```\n{exc.public}\n```",
+            )
             return None
 
-    async def _label(self, gh: InstallationClient, origin: Origin, label: str, row: DeliveryRow) -> str:
+    async def _label(
+        self, gh: InstallationClient, origin: Origin, label: str, row: DeliveryRow
+    ) -> str:
         config = await self.config_or_reply(gh, origin)
         if config is None:
             return "done"
@@ -157,7 +162,9 @@ class Intake:
         subject = self.issue_subject(origin)
         return await self.start(gh, origin, config, cmd, subject)
 
-    async def _command(self, gh: InstallationClient, origin: Origin, body: str, row: DeliveryRow) -> str:
+    async def _command(
+        self, gh: InstallationClient, origin: Origin, body: str, row: DeliveryRow
+    ) -> str:
         if not body.lstrip().startswith("/"):
             return "ignored"
         config = await self.config_or_reply(gh, origin)
@@ -177,7 +184,9 @@ class Intake:
             return "done"
         return await self.dispatch(gh, origin, config, cmd)
 
-    async def dispatch(self, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command) -> str:
+    async def dispatch(
+        self, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
+    ) -> str:
         if cmd.action == "help":
             await self.reply(gh, origin, usage_text(config.command))
             return "done"
@@ -197,31 +206,46 @@ class Intake:
             return await arbitrate_from_conversation(self, gh, origin, config, cmd)
         return await self._debate(gh, origin, config, cmd)
 
-    async def _debate(self, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command) -> str:
+    async def _debate(
+        self, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
+    ) -> str:
         if cmd.issue_ref is not None:
             issue = await gh.get_issue(origin.repo, cmd.issue_ref)
             if issue is None:
-                await self.reply(gh, origin, f"Issue #{cmd.issue_ref} was not found in this repository.")
+                await self.reply(
+                    gh, origin, f"Issue #{cmd.issue_ref} was not found in this repository."
+                )
                 return "done"
             text = f"{issue.get('title') or ''}\n\n{issue.get('body') or ''}".strip()
             capped, truncated = cap_subject(text)
-            subject = Subject(f"#{cmd.issue_ref}: {issue.get('title') or ''}", capped, truncated,
-                              warnings=("subject truncated",) if truncated else ())
+            subject = Subject(
+                f"#{cmd.issue_ref}: {issue.get('title') or ''}",
+                capped,
+                truncated,
+                warnings=("subject truncated",) if truncated else (),
+            )
             return await self.start(gh, origin, config, cmd, subject)
         if cmd.topic:
             return await self._file_topic(gh, origin, config, cmd)
         return await self.start(gh, origin, config, cmd, self.issue_subject(origin, cmd.context))
 
-    async def _file_topic(self, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command) -> str:
+    async def _file_topic(
+        self, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
+    ) -> str:
         """A free-form topic becomes its own issue, debated there, linked both ways."""
         title = cmd.topic.strip().splitlines()[0][:200]
-        body = (f"{cmd.subject}\n\n---\nDebate requested by `{origin.sender}` in #{origin.issue_number}.")
+        body = (
+            f"{cmd.subject}\n\n---\n"
+            f"Debate requested by `{origin.sender}` in #{origin.issue_number}."
+        )
         if not await self.quota_ok(gh, origin, config):
             return "done"
         number = await gh.create_issue(origin.repo, title, body, labels=(config.trigger_label,))
         new_origin = replace(origin, issue_number=number, is_pr=False, title=title, body=body)
         capped, truncated = cap_subject(cmd.subject)
-        subject = Subject(title, capped, truncated, warnings=("subject truncated",) if truncated else ())
+        subject = Subject(
+            title, capped, truncated, warnings=("subject truncated",) if truncated else ()
+        )
         state = await self.start(gh, new_origin, config, cmd, subject, link_from=origin)
         return state
 
@@ -230,17 +254,24 @@ class Intake:
     def issue_subject(self, origin: Origin, extra: str = "") -> Subject:
         text = "\n\n".join(p for p in (origin.title, origin.body, extra) if p).strip()
         capped, truncated = cap_subject(text)
-        return Subject(origin.title, capped, truncated,
-                       warnings=("subject truncated",) if truncated else ())
+        return Subject(
+            origin.title, capped, truncated, warnings=("subject truncated",) if truncated else ()
+        )
 
-    async def allowed(self, gh: InstallationClient, origin: Origin, config: RepoConfig, *, reply: bool) -> bool:
+    async def allowed(
+        self, gh: InstallationClient, origin: Origin, config: RepoConfig, *, reply: bool
+    ) -> bool:
         perm = await gh.permission(origin.repo, origin.sender)
         if PERMISSION_RANK.get(perm, 0) >= PERMISSION_RANK[config.min_permission]:
             return True
         log.info("intake.denied", repo=origin.repo, sender=origin.sender, permission=perm)
         if reply:
-            await self.reply(gh, origin, f"Only users with `{config.min_permission}` access "
-                             "or higher can start debates here.")
+            await self.reply(
+                gh,
+                origin,
+                f"Only users with `{config.min_permission}` access "
+                "or higher can start debates here.",
+            )
         return False
 
     async def quota_ok(self, gh: InstallationClient, origin: Origin, config: RepoConfig) -> bool:
@@ -249,7 +280,10 @@ class Intake:
         if store.count_runs_since(origin.repo, since) >= config.quotas.per_repo_per_day:
             await self.reply(gh, origin, "This repository has reached its daily debate quota.")
             return False
-        if store.count_runs_since(origin.repo, since, requested_by=origin.sender) >= config.quotas.per_user_per_day:
+        if (
+            store.count_runs_since(origin.repo, since, requested_by=origin.sender)
+            >= config.quotas.per_user_per_day
+        ):
             await self.reply(gh, origin, "You have reached your daily debate quota here.")
             return False
         return True
@@ -280,9 +314,15 @@ class Intake:
         chosen: Mode = mode or cmd.mode or config.mode or choose_mode(subject.text)
         try:
             spec = build_spec(
-                command=cmd, config=config, settings=self.svc.settings, mode=chosen,
-                subject=subject, available_providers=self.svc.router.available_providers(),
-                run_id=run_id, arbitration=arbitration, overrides=overrides,
+                command=cmd,
+                config=config,
+                settings=self.svc.settings,
+                mode=chosen,
+                subject=subject,
+                available_providers=self.svc.router.available_providers(),
+                run_id=run_id,
+                arbitration=arbitration,
+                overrides=overrides,
             )
         except ConfigError as exc:
             await self.reply(gh, origin, exc.public)
@@ -301,9 +341,15 @@ class Intake:
         }
         try:
             run = self.svc.store.create_run(
-                repo=origin.repo, issue_number=origin.issue_number, spec=spec, mode=chosen,
-                installation_id=None if gh is None else gh.installation_id, is_pr=origin.is_pr,
-                trigger=trigger, requested_by=origin.sender, run_id=run_id,
+                repo=origin.repo,
+                issue_number=origin.issue_number,
+                spec=spec,
+                mode=chosen,
+                installation_id=None if gh is None else gh.installation_id,
+                is_pr=origin.is_pr,
+                trigger=trigger,
+                requested_by=origin.sender,
+                run_id=run_id,
             )
         except ActiveRunExists as exc:
             await self.already_running(gh, origin, exc.run)
@@ -313,8 +359,14 @@ class Intake:
         self.svc.wake()
         return "done"
 
-    async def acknowledge(self, gh: InstallationClient, origin: Origin, run: RunRow,
-                          config: RepoConfig, link_from: Origin | None) -> None:
+    async def acknowledge(
+        self,
+        gh: InstallationClient,
+        origin: Origin,
+        run: RunRow,
+        config: RepoConfig,
+        link_from: Origin | None,
+    ) -> None:
         target = link_from or origin
         await self.react(gh, target, "eyes")
         if config.running_label:
@@ -325,16 +377,21 @@ class Intake:
 
     async def already_running(self, gh: InstallationClient, origin: Origin, active: RunRow) -> None:
         where = f"#{active.issue_number}"
-        await self.reply(gh, origin, f"A debate is already running here ({where}, run `{active.id}`, "
-                         f"{active.state}). Use `/debate status` or `/debate cancel`.")
+        await self.reply(
+            gh,
+            origin,
+            f"A debate is already running here ({where}, run `{active.id}`, "
+            f"{active.state}). Use `/debate status` or `/debate cancel`.",
+        )
 
     async def react(self, gh: InstallationClient, origin: Origin, content: str) -> None:
         try:
             if origin.comment_id is None:
                 await gh.add_issue_reaction(origin.repo, origin.issue_number, content)
             else:
-                await gh.add_reaction(origin.repo, origin.comment_id, content,
-                                      review_comment=origin.review_comment)
+                await gh.add_reaction(
+                    origin.repo, origin.comment_id, content, review_comment=origin.review_comment
+                )
         except BotError as exc:  # a reaction is a courtesy; never fail the work over it
             log.warning("reaction.failed", error=exc.code)
 
@@ -347,14 +404,18 @@ class Intake:
         await Publisher(gh, self.svc.store, key, thread).upsert("status", text)
 
     async def _status(self, gh: InstallationClient, origin: Origin) -> str:
-        run = self.svc.store.active_run(origin.repo, origin.issue_number) or \
-            self.svc.store.latest_run(origin.repo, origin.issue_number)
+        run = self.svc.store.active_run(
+            origin.repo, origin.issue_number
+        ) or self.svc.store.latest_run(origin.repo, origin.issue_number)
         if run is None:
             await self.reply(gh, origin, "No debate has run on this issue yet.")
             return "done"
         turns = self.svc.store.load_turns(run.id)
-        await self.reply(gh, origin, f"Run `{run.id}` ({run.mode}) is **{run.state}**: "
-                         f"{len(turns)} model turns so far.")
+        await self.reply(
+            gh,
+            origin,
+            f"Run `{run.id}` ({run.mode}) is **{run.state}**: {len(turns)} model turns so far.",
+        )
         return "done"
 
     async def _cancel(self, gh: InstallationClient, origin: Origin) -> str:
@@ -369,12 +430,22 @@ class Intake:
 
     async def _decide(self, gh: InstallationClient, origin: Origin, cmd: Command) -> str:
         run = self.svc.store.active_run(origin.repo, origin.issue_number)
-        if run is None or run.state != "waiting" or cmd.decide_point is None or cmd.decide_choice is None:
-            await self.reply(gh, origin, "There is no proposal waiting for a decision on this issue.")
+        if (
+            run is None
+            or run.state != "waiting"
+            or cmd.decide_point is None
+            or cmd.decide_choice is None
+        ):
+            await self.reply(
+                gh, origin, "There is no proposal waiting for a decision on this issue."
+            )
             return "done"
         spec = run.debate_spec()
         decisions = tuple(d for d in spec.decisions if d.point != cmd.decide_point)
-        spec = replace(spec, decisions=(*decisions, Decision(cmd.decide_point, cmd.decide_choice, origin.sender)))
+        spec = replace(
+            spec,
+            decisions=(*decisions, Decision(cmd.decide_point, cmd.decide_choice, origin.sender)),
+        )
         self.svc.store.requeue(run.id, spec)
         await self.react(gh, origin, "+1")
         self.svc.wake()

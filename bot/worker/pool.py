@@ -48,7 +48,9 @@ class Worker:
 
     async def poll_once(self, tg: Any) -> None:
         store, lease = self.svc.store, self.svc.settings.lease_s
-        while (row := await anyio.to_thread.run_sync(store.claim_delivery, self.id, lease)) is not None:
+        while (
+            row := await anyio.to_thread.run_sync(store.claim_delivery, self.id, lease)
+        ) is not None:
             await self.process_delivery(row)
         while self._slots.value > 0:
             run = await anyio.to_thread.run_sync(store.claim_run, self.id, lease)
@@ -64,7 +66,9 @@ class Worker:
             self._slots.release()
 
     async def process_delivery(self, row: DeliveryRow) -> None:
-        bound = log.bind(delivery=row.delivery_id, gh_event=row.event, installation=row.installation_id)
+        bound = log.bind(
+            delivery=row.delivery_id, gh_event=row.event, installation=row.installation_id
+        )
         try:
             state = await self.intake.handle(row)
             self.svc.store.finish_delivery(row.delivery_id, state)  # type: ignore[arg-type]
@@ -77,10 +81,14 @@ class Worker:
 
     async def drive(self, run: RunRow) -> None:
         svc, lease = self.svc, self.svc.settings.lease_s
-        bound = log.bind(run=run.id, repo=run.repo, issue=run.issue_number, installation=run.installation_id)
+        bound = log.bind(
+            run=run.id, repo=run.repo, issue=run.issue_number, installation=run.installation_id
+        )
         assert run.installation_id is not None
         gh = await svc.gateway.installation(run.installation_id)
-        thread = Thread(run.repo, run.issue_number, review_comment_id=run.trigger.get("review_thread"))
+        thread = Thread(
+            run.repo, run.issue_number, review_comment_id=run.trigger.get("review_thread")
+        )
         publisher = Publisher(gh, svc.store, run.id, thread, resumed=run.attempts > 1)
         finisher = Finisher(svc, gh, run, publisher)
         spec = run.debate_spec()
@@ -105,13 +113,21 @@ class Worker:
 
         def on_turn(turn: Turn) -> None:
             provider = turn.model.split("/", 1)[0] if turn.model else "none"
-            svc.metrics.model_latency.labels(provider, turn.status).observe(turn.usage.latency_ms / 1000)
+            svc.metrics.model_latency.labels(provider, turn.status).observe(
+                turn.usage.latency_ms / 1000
+            )
             m = svc.metrics.model_tokens
             m.labels(provider, "input").inc(turn.usage.input_tokens)
             m.labels(provider, "output").inc(turn.usage.output_tokens)
             m.labels(provider, "cached").inc(turn.usage.cached_tokens)
-            bound.info("turn.done", turn=turn.key.id(), model=turn.model, status=turn.status,
-                       drop=turn.drop_class, ms=turn.usage.latency_ms)
+            bound.info(
+                "turn.done",
+                turn=turn.key.id(),
+                model=turn.model,
+                status=turn.status,
+                drop=turn.drop_class,
+                ms=turn.usage.latency_ms,
+            )
 
         driver = RunDriver(svc.store, svc.router, publisher, run, spec, check_alive, on_turn)
         outcome: Outcome | None = None
@@ -119,7 +135,9 @@ class Worker:
             tg.start_soon(renew)
             try:
                 outcome = await driver.drive()
-                await finisher.finish(outcome, tokens_and_cost(svc.store.load_turns(run.id)), self.id)
+                await finisher.finish(
+                    outcome, tokens_and_cost(svc.store.load_turns(run.id)), self.id
+                )
             except LeaseLost:
                 bound.warning("run.lease_lost")
             except Cancelled:
@@ -129,7 +147,9 @@ class Worker:
                 await finisher.failed(exc.code, exc.public, self.id)
             except Exception:
                 bound.exception("run.crashed")
-                await finisher.failed("internal_error", "debate-bot hit an internal error.", self.id)
+                await finisher.failed(
+                    "internal_error", "debate-bot hit an internal error.", self.id
+                )
             finally:
                 tg.cancel_scope.cancel()
         bound.info("run.released", outcome=outcome.kind if outcome else None)

@@ -50,7 +50,9 @@ class Publisher:
     async def _existing_by_listing(self, marker_line: str) -> int | None:
         if self._listed is None:
             if self.thread.review_comment_id is not None:
-                items = await self.gh.list_review_comments(self.thread.repo, self.thread.issue_number)
+                items = await self.gh.list_review_comments(
+                    self.thread.repo, self.thread.issue_number
+                )
                 pairs = [(int(c["id"]), str(c.get("body") or "")) for c in items]
             else:
                 pairs = await self.gh.list_comments(self.thread.repo, self.thread.issue_number)
@@ -80,14 +82,18 @@ class Publisher:
                 comment_id = await self._create(part)
             else:
                 await self._update(comment_id, part)
-            self.store.record_comment(self.run_id, marker_line, comment_id, self.thread.kind, digest)
+            self.store.record_comment(
+                self.run_id, marker_line, comment_id, self.thread.kind, digest
+            )
             first_id = first_id or comment_id
         return first_id
 
     async def _create(self, body: str) -> int:
         t = self.thread
         if t.review_comment_id is not None:
-            return await self.gh.reply_review_comment(t.repo, t.issue_number, t.review_comment_id, body)
+            return await self.gh.reply_review_comment(
+                t.repo, t.issue_number, t.review_comment_id, body
+            )
         return await self.gh.create_comment(t.repo, t.issue_number, body)
 
     async def _update(self, comment_id: int, body: str) -> None:

@@ -1,0 +1,5 @@
+"""`python -m bot`: the CLI without relying on the installed script."""
+
+from bot.cli import main
+
+main()

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.github_server import FakeGitHub
+from tests.fakes.model_server import FakeModelServer
+from tests.harness.service import APP_ID, INSTALLATION, REPO, Harness, rsa_keypair
+
+
+@pytest.fixture(scope="session")
+def app_keys() -> tuple[str, str]:
+    """A fresh RSA key pair for the app, made by the tests (never committed)."""
+    return rsa_keypair()
+
+
+@pytest.fixture
+def harness(tmp_path: Path, app_keys: tuple[str, str]) -> Iterator[Harness]:
+    private, public = app_keys
+    with FakeGitHub(app_id=APP_ID, public_key_pem=public) as github, FakeModelServer() as models:
+        github.add_repo(REPO, installation_id=INSTALLATION)
+        github.set_permission(REPO, "Codertocat", "admin")
+        h = Harness(tmp_path, github, models, private)
+        try:
+            yield h
+        finally:
+            h.stop()
