@@ -62,6 +62,12 @@ def runs(h: Harness) -> list[tuple[str, str, str | None]]:
         return list(db.execute("select id, state, outcome_kind from runs order by created_at"))
 
 
+def delivery_states(h: Harness) -> dict[str, str]:
+    path = h.db_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as db:
+        return dict(db.execute("select delivery_id, state from deliveries"))
+
+
 def finished(h: Harness) -> bool:
     return bool(runs(h)) and all(state in ("done", "failed", "aborted") for _, state, _ in runs(h))
 
@@ -87,6 +93,7 @@ def test_debate_on_issue_posts_rounds_and_verdict_once(harness: Harness) -> None
     assert "eyes" in h.github.reactions(REPO, comment_id=comment_id)
     assert "rocket" in h.github.reactions(REPO, comment_id=comment_id)
     assert "debate:done" in h.github.labels(REPO, number)
+    assert set(delivery_states(h).values()) == {"done"}
     # GitHub economy on the happy path: no list calls, writes within rounds + 4.
     kinds_seen = h.github.counts_by_kind()
     assert not any(k.startswith("GET") and k.endswith("/comments") for k in kinds_seen)
@@ -124,6 +131,8 @@ def test_ignored_senders_and_edits_make_no_run(harness: Harness) -> None:
     assert runs(h) == []
     [refusal] = [c["body"] for c in h.github.comments(REPO, number) if c["body"].startswith("<!--")]
     assert "write" in refusal
+    h.wait_for(lambda: "pending" not in delivery_states(h).values(), what="intake")
+    assert "failed" not in delivery_states(h).values()
 
 
 def test_webhook_rejections(harness: Harness) -> None:
@@ -149,6 +158,8 @@ def test_usage_error_gets_usage_reply(harness: Harness) -> None:
     assert "--rounds" in body and "Traceback" not in body
     assert "confused" in h.github.reactions(REPO, comment_id=comment_id)
     assert runs(h) == []
+    h.wait_for(lambda: "pending" not in delivery_states(h).values(), what="intake")
+    assert set(delivery_states(h).values()) == {"done"}
 
 
 def test_free_form_topic_is_filed_as_issue_and_linked(harness: Harness) -> None:

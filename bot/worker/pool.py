@@ -20,6 +20,8 @@ from bot.worker.publish import Publisher, Thread
 
 log = get_logger(__name__)
 
+MAX_ATTEMPTS = 5
+
 
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -62,6 +64,10 @@ class Worker:
     async def _drive_slot(self, run: RunRow) -> None:
         try:
             await self.drive(run)
+        except Exception:
+            # GitHub unreachable even for the failure notice: the lease lapses and
+            # another attempt resumes the run from its stored turns.
+            log.exception("run.crashed_outside_driver", run=run.id)
         finally:
             self._slots.release()
 
@@ -129,6 +135,11 @@ class Worker:
                 ms=turn.usage.latency_ms,
             )
 
+        if run.attempts > MAX_ATTEMPTS:
+            # A run that keeps killing its workers must not be resumed forever.
+            bound.error("run.poisoned", attempts=run.attempts)
+            await finisher.failed("too_many_attempts", "The debate failed repeatedly.", self.id)
+            return
         driver = RunDriver(svc.store, svc.router, publisher, run, spec, check_alive, on_turn)
         outcome: Outcome | None = None
         async with anyio.create_task_group() as tg:

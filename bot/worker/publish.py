@@ -41,7 +41,7 @@ def _sha(text: str) -> str:
 @dataclass
 class Publisher:
     gh: InstallationClient
-    store: RunStore
+    store: RunStore | None  # None: a one-off reply outside any run, never edited later
     run_id: str
     thread: Thread
     resumed: bool = False  # a previous attempt may have posted without recording
@@ -71,6 +71,9 @@ class Publisher:
         for part in parts:
             marker_line = part.split("\n", 1)[0].strip()
             digest = _sha(part)
+            if self.store is None:
+                first_id = first_id or await self._create(part)
+                continue
             record = self.store.comment_id(self.run_id, marker_line)
             comment_id = record.comment_id if record is not None else None
             if record is not None and record.body_sha256 == digest:
