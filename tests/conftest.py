@@ -27,3 +27,37 @@ def harness(tmp_path: Path, app_keys: tuple[str, str]) -> Iterator[Harness]:
             yield h
         finally:
             h.stop()
+
+
+@pytest.fixture
+def pg_database() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test; dropped afterwards."""
+    import os
+    import uuid
+
+    import sqlalchemy as sa
+
+    from bot.store.engine import create_engine, normalize_url
+
+    admin_url = os.environ.get(
+        "DEBATE_BOT_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+    )
+    admin = create_engine(
+        admin_url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3}
+    )
+    name = f"debate_bot_e2e_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    except sa.exc.OperationalError as exc:
+        admin.dispose()
+        reason = f"PostgreSQL unreachable at DEBATE_BOT_TEST_PG_URL ({type(exc).__name__})"
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    try:
+        yield normalize_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()

@@ -83,11 +83,16 @@ class Service:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> Service:
+    def start(self, command: str = "serve") -> Service:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve"], env=self.env, stdout=log, stderr=log
+            [sys.executable, "-m", "bot", command], env=self.env, stdout=log, stderr=log
         )
+        if command == "worker":  # no HTTP to poll: give it a moment, then check it lives
+            time.sleep(0.5)
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited: {self.log_path.read_text()[-3000:]}")
+            return self
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
