@@ -39,6 +39,8 @@ def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Ser
 
     def on_request(method: str, route: str, status: int) -> None:
         metrics.github_calls.labels(method, route, str(status)).inc()
+        for installation, remaining in gateway.rate_limits.items():
+            metrics.github_rate_remaining.labels(str(installation)).set(remaining)
 
     gateway = GitHubGateway(settings, on_request=on_request)
     return Services(settings, store, gateway, ModelRouter(settings), metrics)

@@ -7,6 +7,8 @@ import re
 import sqlite3
 from typing import Any
 
+import httpx
+
 from tests.harness.service import INSTALLATION, REPO, Harness, delivery
 
 MARKER = re.compile(r"^<!-- debate-bot:(\w[\w-]*) run=(\S+)(?: round=(\d+))?(?: part=(\d+))? -->")
@@ -94,6 +96,13 @@ def test_debate_on_issue_posts_rounds_and_verdict_once(harness: Harness) -> None
     assert "rocket" in h.github.reactions(REPO, comment_id=comment_id)
     assert "debate:done" in h.github.labels(REPO, number)
     assert set(delivery_states(h).values()) == {"done"}
+    assert h.service is not None
+    assert httpx.get(h.service.url + "/readyz").json() == {"status": "ready"}
+    metrics = httpx.get(h.service.url + "/metrics").text
+    assert 'debate_bot_deliveries_total{event="issue_comment",result="queued"} 1.0' in metrics
+    assert 'debate_bot_runs{state="done"} 1.0' in metrics
+    assert 'debate_bot_model_tokens_total{kind="cached",provider="openai"}' in metrics
+    assert "debate_bot_github_rate_limit_remaining{installation=" in metrics
     # GitHub economy on the happy path: no list calls, writes within rounds + 4.
     kinds_seen = h.github.counts_by_kind()
     assert not any(k.startswith("GET") and k.endswith("/comments") for k in kinds_seen)
