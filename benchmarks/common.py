@@ -134,6 +134,24 @@ class _H11Connection:
         self._conn = h11.Connection(h11.CLIENT)
 
     async def post(self, path: str, headers: Mapping[str, str], body: bytes) -> tuple[int, bytes]:
+        reused = self._streams is not None
+        if self._streams is not None and self._streams[0].at_eof():
+            # uvicorn closes keep-alive connections idle for 5 s (while another
+            # target is being measured, say).
+            await self.aclose()
+            reused = False
+        try:
+            return await self._exchange(path, headers, body)
+        except (OSError, h11.ProtocolError):
+            if not reused:
+                raise
+            # The server may close an idle connection just as it is reused;
+            # like httpx, retry once on a fresh one.
+            return await self._exchange(path, headers, body)
+
+    async def _exchange(
+        self, path: str, headers: Mapping[str, str], body: bytes
+    ) -> tuple[int, bytes]:
         if self._streams is None:
             self._streams = await asyncio.open_connection(self._host, self._port)
             self._conn = h11.Connection(h11.CLIENT)

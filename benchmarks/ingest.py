@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import tempfile
 import uuid
 from contextlib import ExitStack
@@ -248,3 +249,7 @@ def main(argv: list[str]) -> int:
             store.dispose()
     report(bare, real, rows, args.concurrency)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

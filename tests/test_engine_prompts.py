@@ -123,3 +123,20 @@ def test_persona_suffix_has_lens_and_opponents() -> None:
     assert ATLAS.perspective in first.prompt.suffix
     assert "Forge — " + FORGE.perspective in first.prompt.suffix
     assert first.prompt.suffix.rstrip().endswith("WORDS: 200")
+
+
+def test_own_last_turn_is_handed_back_as_position_and_stances_only() -> None:
+    def marked(req: ModelRequest) -> Turn | None:
+        if req.key.phase in ("opening", "rebuttal", "counter"):
+            body = f"POSITION: {req.key.slot} position r{req.key.round}\n"
+            body += f"{req.key.slot}-body-r{req.key.round} " * 50 + "\nPOINT 1: HOLD — because"
+            return reply_turn(req, body)
+        return None
+
+    run = Run(spec_for("debate", rounds=3), marked)
+    run.go()
+    counter = next(r for r in run.requests if r.key.slot == "Atlas" and r.key.round == 3)
+    suffix = counter.prompt.suffix
+    assert "Atlas position r2" in suffix and "POINT 1: HOLD" in suffix
+    assert "Atlas-body-r2" not in suffix  # its own prose is not re-sent
+    assert "Forge-body-r2" in suffix  # the opponent's latest turn is, in full

@@ -760,3 +760,29 @@ def test_clock_must_be_aware(db_url):
     with pytest.raises(StoreError, match="aware"):
         store.record_delivery("d", "issues", None, None, "{}")
     store.dispose()
+
+
+def test_record_deliveries_group_commit(store):
+    from bot.store import NewDelivery
+
+    first = store.record_deliveries(
+        [
+            NewDelivery("g-1", "issue_comment", "created", 1, "{}"),
+            NewDelivery("g-2", "issues", "labeled", 1, b"{}"),
+            NewDelivery("g-1", "issue_comment", "created", 1, "{}"),  # twice in one batch
+        ]
+    )
+    assert first == [True, True, False]
+    claimed = store.claim_delivery("w", LEASE)
+    assert claimed is not None and claimed.delivery_id == "g-1"
+    store.finish_delivery("g-1", "failed", "github_error")
+    # A redelivery of a failed one is retried; a known good one is a duplicate.
+    again = store.record_deliveries(
+        [
+            NewDelivery("g-1", "issue_comment", "created", 1, "{}"),
+            NewDelivery("g-2", "issues", "labeled", 1, "{}"),
+            NewDelivery("g-3", "issues", "labeled", 1, "{}"),
+        ]
+    )
+    assert again == [True, False, True]
+    assert store.get_delivery("g-1").state == "pending"

@@ -8,6 +8,7 @@ import anyio
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
+from bot.app.ingest import DeliveryWriter
 from bot.app.metrics import Metrics
 from bot.app.webhook import webhook_router
 from bot.config import Settings
@@ -23,7 +24,9 @@ def create_app(
 ) -> FastAPI:
     """``wake`` nudges an in-process worker when a delivery was queued."""
     app = FastAPI(title="debate-bot", docs_url=None, redoc_url=None, openapi_url=None)
-    app.include_router(webhook_router(settings, store, metrics, wake))
+    writer = DeliveryWriter(store)
+    app.state.delivery_writer = writer  # closed by whoever runs the app
+    app.include_router(webhook_router(settings, writer, metrics, wake))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

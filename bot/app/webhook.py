@@ -10,16 +10,16 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from bot.app.ingest import DeliveryWriter
 from bot.app.metrics import Metrics
 from bot.config import Settings
-from bot.errors import WebhookError
+from bot.errors import StoreError, WebhookError
 from bot.github.webhooks import verify_signature
 from bot.logs import get_logger
-from bot.store import RunStore
+from bot.store import NewDelivery
 
 log = get_logger(__name__)
 
@@ -68,7 +68,7 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 
 def webhook_router(
-    settings: Settings, store: RunStore, metrics: Metrics, wake: Callable[[], None]
+    settings: Settings, writer: DeliveryWriter, metrics: Metrics, wake: Callable[[], None]
 ) -> APIRouter:
     router = APIRouter()
     secret = (
@@ -89,9 +89,10 @@ def webhook_router(
             if not event or not delivery or len(delivery) > 100:
                 raise WebhookError("missing X-GitHub-Event or X-GitHub-Delivery header")
             try:
-                payload = json.loads(body)
+                text = body.decode("utf-8")
+                payload = json.loads(text)
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise WebhookError("body is not valid JSON") from exc
+                raise WebhookError("body is not valid UTF-8 JSON") from exc
             if not isinstance(payload, dict):
                 raise WebhookError("body is not a JSON object")
         except WebhookError as exc:
@@ -104,15 +105,19 @@ def webhook_router(
             metrics.deliveries.labels(event, "ignored").inc()
             return _reply(202, "ignored", reason=reason)
 
-        inserted = await anyio.to_thread.run_sync(
-            lambda: store.record_delivery(
-                delivery,
-                event,
-                str(payload.get("action") or ""),
-                int(payload["installation"]["id"]),
-                body,
+        try:
+            inserted = await writer.record(
+                NewDelivery(
+                    delivery,
+                    event,
+                    str(payload.get("action") or ""),
+                    int(payload["installation"]["id"]),
+                    text,
+                )
             )
-        )
+        except StoreError:
+            metrics.deliveries.labels(event, "store_error").inc()
+            return _reply(503, "rejected", reason="the delivery store is unavailable; retry")
         if not inserted:
             metrics.deliveries.labels(event, "duplicate").inc()
             return _reply(202, "duplicate")

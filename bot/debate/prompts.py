@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.debate.personas import classification_menu
+from bot.debate.stances import own_position_summary
 from bot.debate.types import DebateSpec, Phase
 
 TASK_HEADER = "## Your task"
@@ -262,8 +263,8 @@ def persona_suffix(
     if own_last is not None:
         lines += [
             "",
-            f"## Your last turn, round {own_last.round}",
-            fence(clip_words(own_last.text, 2 * words)),
+            f"## Your last position, round {own_last.round}",
+            fence(own_position_summary(own_last.text)),
         ]
     task = _PHASE_TASK[phase]
     if phase == "counter" and contested:

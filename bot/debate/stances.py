@@ -65,6 +65,14 @@ def parse_position(text: str, *, max_chars: int = 400) -> str:
     return _clip(fallback, max_chars)
 
 
+def own_position_summary(text: str) -> str:
+    """A persona's last position as it is handed back to it: the POSITION line
+    and the stance lines only. Its opponents already answered the full turn, and
+    re-sending it would cost a whole turn of input per request (DESIGN §2)."""
+    stance_lines = [line.strip() for line in text.splitlines() if _STANCE_LINE.match(line)]
+    return "\n".join([f"POSITION: {parse_position(text)}", *stance_lines])
+
+
 def strip_stance_block(text: str) -> str:
     """The reply without its stance lines (for digests that show stances apart)."""
     kept = [line for line in text.splitlines() if not _STANCE_LINE.match(line)]

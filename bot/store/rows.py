@@ -17,6 +17,16 @@ DeliveryState = Literal["pending", "done", "ignored", "failed"]
 CommentKind = Literal["issue", "review"]
 
 
+class NewDelivery(NamedTuple):
+    """A delivery as the webhook route hands it to the store."""
+
+    delivery_id: str
+    event: str
+    action: str | None
+    installation_id: int | None
+    payload: bytes | str
+
+
 @dataclass(frozen=True)
 class DeliveryRow:
     delivery_id: str

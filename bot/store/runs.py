@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,6 +35,7 @@ from bot.store.rows import (
     CommentRecord,
     DeliveryRow,
     DeliveryState,
+    NewDelivery,
     RunNotFound,
     RunRow,
     RunState,
@@ -68,6 +69,7 @@ def _utcnow() -> datetime:
 
 class RunStore:
     def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
+        self._delivery_stmts: tuple[sa.Executable, sa.Executable] | None = None
         self.engine = engine
         self._clock = clock or _utcnow
         self._dialect = engine.dialect.name
@@ -154,42 +156,74 @@ class RunStore:
         Exception: a redelivery of a delivery that *failed* puts it back to
         pending and returns True, so "Redeliver" in GitHub's UI retries it.
         """
-        try:
-            text = payload.decode("utf-8") if isinstance(payload, bytes) else payload
-        except UnicodeDecodeError:
-            raise StoreError("record_delivery: payload is not UTF-8") from None
+        return self.record_deliveries(
+            [NewDelivery(delivery_id, event, action, installation_id, payload)]
+        )[0]
+
+    def record_deliveries(self, items: Sequence[NewDelivery]) -> list[bool]:
+        """``record_delivery`` for many deliveries in ONE transaction (group commit:
+        the webhook route batches concurrent deliveries so each pays a fraction of
+        a commit). Statements are built once per store; only parameters change."""
+        if self._delivery_stmts is None:
+            self._delivery_stmts = self._build_delivery_stmts()
+        insert, retry = self._delivery_stmts
         now = self._now()
-        stmt = (
+        rows = []
+        for item in items:
+            payload = item.payload
+            try:
+                text = payload.decode("utf-8") if isinstance(payload, bytes) else payload
+            except UnicodeDecodeError:
+                raise StoreError("record_delivery: payload is not UTF-8") from None
+            rows.append({**item._asdict(), "payload": text, "received_at": now})
+        with self._write("record_delivery") as conn:
+            # One multi-row INSERT … ON CONFLICT DO NOTHING RETURNING: the ids it
+            # returns are the new ones; only the rest need the (rare) retry check.
+            inserted = {r[0] for r in conn.execute(insert, rows)}
+            results: list[bool] = []
+            seen: set[str] = set()
+            for row in rows:
+                delivery_id = row["delivery_id"]
+                if delivery_id in seen:  # the same id twice in one batch
+                    results.append(False)
+                elif delivery_id in inserted:
+                    results.append(True)
+                else:
+                    params = {"d_id": delivery_id, "d_payload": row["payload"]}
+                    results.append(conn.execute(retry, params).rowcount == 1)
+                seen.add(delivery_id)
+        return results
+
+    def _build_delivery_stmts(self) -> tuple[sa.Executable, sa.Executable]:
+        d = deliveries.c
+        insert = (
             self._insert(deliveries)
             .values(
-                delivery_id=delivery_id,
-                event=event,
-                action=action,
-                installation_id=installation_id,
-                payload=text,
-                received_at=now,
+                delivery_id=sa.bindparam("delivery_id"),
+                event=sa.bindparam("event"),
+                action=sa.bindparam("action"),
+                installation_id=sa.bindparam("installation_id"),
+                payload=sa.bindparam("payload"),
+                received_at=sa.bindparam("received_at"),
                 state="pending",
                 attempts=0,
             )
-            .on_conflict_do_nothing(index_elements=[deliveries.c.delivery_id])
-            .returning(deliveries.c.delivery_id)
+            .on_conflict_do_nothing(index_elements=[d.delivery_id])
+            .returning(d.delivery_id)
         )
-        with self._write("record_delivery") as conn:
-            if conn.execute(stmt).first() is not None:
-                return True
-            retried = conn.execute(
-                sa.update(deliveries)
-                .where(deliveries.c.delivery_id == delivery_id, deliveries.c.state == "failed")
-                .values(
-                    state="pending",
-                    payload=text,
-                    lease_owner=None,
-                    lease_expires_at=None,
-                    error_class=None,
-                    finished_at=None,
-                )
+        retry = (
+            sa.update(deliveries)
+            .where(d.delivery_id == sa.bindparam("d_id"), d.state == "failed")
+            .values(
+                state="pending",
+                payload=sa.bindparam("d_payload"),
+                lease_owner=None,
+                lease_expires_at=None,
+                error_class=None,
+                finished_at=None,
             )
-            return retried.rowcount == 1
+        )
+        return insert, retry
 
     def claim_delivery(self, worker_id: str, lease_s: float) -> DeliveryRow | None:
         """Lease the oldest pending delivery that nobody holds (or whose lease expired)."""

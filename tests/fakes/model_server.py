@@ -229,7 +229,12 @@ class FakeModelServer:
         if self._thread is not None:
             raise RuntimeError("FakeModelServer already started")
         self._stopping.clear()
-        sock = socket.create_server(("127.0.0.1", 0))
+        # IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on accepted sockets whose
+        # proto says TCP; without it every response stalls ~40 ms (Nagle + delayed ACK).
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
         self._socket = sock
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
