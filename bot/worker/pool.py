@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 import anyio
+from structlog.contextvars import bound_contextvars
 
 from bot.debate.types import Outcome, Turn
 from bot.errors import BotError
@@ -72,24 +73,32 @@ class Worker:
             self._slots.release()
 
     async def process_delivery(self, row: DeliveryRow) -> None:
-        bound = log.bind(
+        # Context variables: every log line below (gateway and store included)
+        # carries the delivery and installation ids.
+        with bound_contextvars(
             delivery=row.delivery_id, gh_event=row.event, installation=row.installation_id
-        )
+        ):
+            await self._process_delivery(row)
+
+    async def _process_delivery(self, row: DeliveryRow) -> None:
         try:
             state = await self.intake.handle(row)
             self.svc.store.finish_delivery(row.delivery_id, state)  # type: ignore[arg-type]
         except BotError as exc:
-            bound.warning("delivery.failed", error=exc.code, detail=str(exc))
+            log.warning("delivery.failed", error=exc.code, detail=str(exc))
             self.svc.store.finish_delivery(row.delivery_id, "failed", exc.code)
         except Exception:
-            bound.exception("delivery.crashed")
+            log.exception("delivery.crashed")
             self.svc.store.finish_delivery(row.delivery_id, "failed", "internal_error")
 
     async def drive(self, run: RunRow) -> None:
-        svc, lease = self.svc, self.svc.settings.lease_s
-        bound = log.bind(
+        with bound_contextvars(
             run=run.id, repo=run.repo, issue=run.issue_number, installation=run.installation_id
-        )
+        ):
+            await self._drive(run)
+
+    async def _drive(self, run: RunRow) -> None:
+        svc, lease = self.svc, self.svc.settings.lease_s
         assert run.installation_id is not None
         gh = await svc.gateway.installation(run.installation_id)
         thread = Thread(
@@ -126,7 +135,7 @@ class Worker:
             m.labels(provider, "input").inc(turn.usage.input_tokens)
             m.labels(provider, "output").inc(turn.usage.output_tokens)
             m.labels(provider, "cached").inc(turn.usage.cached_tokens)
-            bound.info(
+            log.info(
                 "turn.done",
                 turn=turn.key.id(),
                 model=turn.model,
@@ -137,7 +146,7 @@ class Worker:
 
         if run.attempts > MAX_ATTEMPTS:
             # A run that keeps killing its workers must not be resumed forever.
-            bound.error("run.poisoned", attempts=run.attempts)
+            log.error("run.poisoned", attempts=run.attempts)
             await finisher.failed("too_many_attempts", "The debate failed repeatedly.", self.id)
             return
         driver = RunDriver(svc.store, svc.router, publisher, run, spec, check_alive, on_turn)
@@ -150,17 +159,17 @@ class Worker:
                     outcome, tokens_and_cost(svc.store.load_turns(run.id)), self.id
                 )
             except LeaseLost:
-                bound.warning("run.lease_lost")
+                log.warning("run.lease_lost")
             except Cancelled:
                 await finisher.cancelled(self.id)
             except BotError as exc:
-                bound.warning("run.failed", error=exc.code, detail=str(exc))
+                log.warning("run.failed", error=exc.code, detail=str(exc))
                 await finisher.failed(exc.code, exc.public, self.id)
             except Exception:
-                bound.exception("run.crashed")
+                log.exception("run.crashed")
                 await finisher.failed(
                     "internal_error", "debate-bot hit an internal error.", self.id
                 )
             finally:
                 tg.cancel_scope.cancel()
-        bound.info("run.released", outcome=outcome.kind if outcome else None)
+        log.info("run.released", outcome=outcome.kind if outcome else None)
