@@ -79,7 +79,11 @@ def migrate() -> None:
 @app.command()
 def run(
     file: Annotated[
-        Path | None, typer.Argument(help="Markdown plan or topic (default .github/debate.md)")
+        Path | None,
+        typer.Argument(
+            help="Markdown plan or question (default: .github/debate.md); "
+            "@path references resolve against the repository root"
+        ),
     ] = None,
     rounds: Annotated[
         int | None, typer.Option(min=1, max=10, help="Rounds (overrides frontmatter)")
@@ -97,7 +101,13 @@ def run(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the planned batches; call no model")
     ] = False,
-    output_dir: Annotated[Path | None, typer.Option(help="Where to write the transcript")] = None,
+    output_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where to write the transcript (default: the frontmatter's output_dir "
+            "under the repository root, else ./debates)"
+        ),
+    ] = None,
 ) -> None:
     """Debate a markdown file locally and write a transcript."""
     from bot.local_run import LocalOptions, run_local

@@ -1,0 +1,110 @@
+"""`debate-bot run --dry-run`: the batches a run would send, with no model called.
+
+``next_step`` only moves on once a batch has turns, so the walk is simulated:
+each request gets a placeholder turn written locally by the scripted rehearsal
+(``bot.debate.rehearsal.reply``). The printout says so — it is a plan, not a
+debate: a real run may add counter rounds while a crux stays open, stop
+earlier on convergence, and auto-pick different personas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.debate.prompts import word_budget
+from bot.debate.protocol import next_step
+from bot.debate.rehearsal import reply
+from bot.debate.types import Batch, DebateSpec, Outcome, Prompt, Turn, Usage
+from bot.errors import ProtocolError
+from bot.llm.base import approx_tokens
+
+# Far above any real plan (frame + 10 rounds × 3 tiers + votes + synthesis).
+_MAX_BATCHES = 200
+
+
+def _text(prompt: Prompt) -> str:
+    return prompt.system + prompt.prefix + prompt.suffix
+
+
+def simulate(spec: DebateSpec) -> tuple[list[Batch], Outcome]:
+    """Every batch the engine asks for, answered by placeholder turns."""
+    turns: list[Turn] = []
+    batches: list[Batch] = []
+    for _ in range(_MAX_BATCHES):
+        step = next_step(spec, turns)
+        if isinstance(step, Outcome):
+            return batches, step
+        batches.append(step)
+        for request in step.requests:
+            text = _text(request.prompt)
+            answer = reply(text)
+            turns.append(
+                Turn(
+                    key=request.key,
+                    text=answer,
+                    model=request.models[0] if request.models else "",
+                    usage=Usage(
+                        input_tokens=approx_tokens(text), output_tokens=approx_tokens(answer)
+                    ),
+                )
+            )
+    raise ProtocolError(f"the dry run did not finish within {_MAX_BATCHES} batches")
+
+
+def format_plan(
+    spec: DebateSpec,
+    batches: Sequence[Batch],
+    outcome: Outcome,
+    *,
+    source: str,
+    notes: Sequence[str] = (),
+) -> str:
+    lines = [
+        f"DRY RUN of {source} — planned batches; no model is called.",
+        f"Topic: {spec.title}",
+        f"Mode: {spec.mode} · rounds: up to {spec.rounds} · turn order: {spec.turn_order} · "
+        f"up to {word_budget(spec):,} words per turn",
+    ]
+    if spec.personas:
+        lines.append(
+            "Personas: "
+            + ", ".join(f"{p.name} ({p.model or 'default model'})" for p in spec.personas)
+        )
+    else:
+        lines.append("Personas: auto-picked by the judge in the frame batch")
+    lines += [
+        f"Context file: {f.path} ({f.size_bytes:,} bytes)" + (" [CONDENSED]" if f.condensed else "")
+        for f in spec.context_files
+    ]
+    lines += [f"Warning: {w}" for w in spec.warnings]
+    lines += [f"Note: {n}" for n in notes]
+    total_requests = 0
+    total_tokens = 0
+    prefix_tokens = 0
+    for number, batch in enumerate(batches, 1):
+        head = batch.requests[0].key
+        label = head.phase if head.round == 0 else f"{head.phase}, round {head.round}"
+        count = len(batch.requests)
+        how = f"{count} requests in parallel" if count > 1 else "1 request"
+        lines += ["", f"Batch {number} · {label} — {how}"]
+        for request in batch.requests:
+            tokens = approx_tokens(_text(request.prompt))
+            prefix_tokens = approx_tokens(request.prompt.system + request.prompt.prefix)
+            total_requests += 1
+            total_tokens += tokens
+            models = " → ".join(request.models) or "(no model)"
+            lines.append(
+                f"  - {request.key.slot}: {models} · ~{tokens:,} input tokens"
+                f" · ≤ {request.max_output_tokens:,} output tokens"
+            )
+    lines += [
+        "",
+        f"Total: {len(batches)} batches, {total_requests} requests, ~{total_tokens:,} input "
+        f"tokens before prefix caching (~{prefix_tokens:,} of each request is a shared, "
+        "cacheable prefix).",
+        f"Planned outcome: {outcome.kind}.",
+        "Simulated with scripted placeholder replies: a real run may add counter rounds "
+        f"(up to {spec.rounds} rounds in all) while a crux stays open, stop earlier when the "
+        "personas converge, or auto-pick other personas.",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,45 @@
+"""Logging while `debate-bot run` runs: stderr, redacted, quiet by default."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+import structlog
+
+from bot.config import Settings
+from bot.github.sanitize import redact_secrets
+
+
+@contextmanager
+def cli_logging(settings: Settings) -> Iterator[None]:
+    """Logs to stderr, quiet unless DEBATE_BOT_LOG_LEVEL is set: the progress
+    lines already say what failed. Restores the previous structlog setup."""
+    saved = structlog.get_config()
+    level = settings.log_level if "log_level" in settings.model_fields_set else "ERROR"
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            _redact,
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelNamesMapping().get(level.upper(), logging.ERROR)
+        ),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
+
+
+def _redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    for key, value in event.items():
+        if isinstance(value, str):
+            event[key] = redact_secrets(value)
+    return event
