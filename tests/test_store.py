@@ -9,7 +9,6 @@ in CI (CI=true) and are skipped locally.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -45,10 +44,8 @@ from bot.store import (
 )
 from bot.store.engine import create_engine, normalize_url
 from bot.store.schema import metadata
+from tests.conftest import fresh_pg_database
 
-PG_ADMIN_URL = os.environ.get(
-    "DEBATE_BOT_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
 LEASE = 30.0
 
 
@@ -74,25 +71,8 @@ class FakeClock:
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
     """A fresh database for this session on the PostgreSQL server."""
-    admin = create_engine(
-        PG_ADMIN_URL, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3}
-    )
-    name = f"debate_bot_test_{uuid.uuid4().hex[:12]}"
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    except sa.exc.OperationalError as exc:
-        admin.dispose()
-        reason = f"PostgreSQL unreachable at DEBATE_BOT_TEST_PG_URL ({type(exc).__name__})"
-        if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail(reason)
-        pytest.skip(reason + "; set CI=true to make this a failure")
-    try:
-        yield normalize_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
+    with fresh_pg_database("debate_bot_test") as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
