@@ -62,6 +62,10 @@ class Finisher:
             await self.publisher.upsert("verdict", outcome.body)
         if outcome.kind == "arbitration":
             await self._arbitration_actions(outcome)
+        if outcome.kind == "critique" and (self.run.trigger.get("review") or {}).get("open_pr"):
+            from bot.worker.reviews import open_revision_pr
+
+            await open_revision_pr(self.svc, self.gh, self.run, self.publisher)
         await self._close(ok=True)
         self.svc.store.release_run(
             self.run.id,
@@ -71,6 +75,10 @@ class Finisher:
             tokens_total=tokens,
             cost_usd=cost,
         )
+        if self.run.trigger.get("queue"):  # the next run on this PR may start only now
+            from bot.worker.queue import continue_queue
+
+            await continue_queue(self.svc, self.gh, self.run)
 
     async def failed(self, code: str, sentence: str, worker_id: str) -> None:
         await self.publisher.upsert(

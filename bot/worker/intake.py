@@ -17,7 +17,7 @@ from bot.commands.parser import Command, UsageError, parse_command, usage_text
 from bot.config import RepoConfig, Settings, load_repo_config
 from bot.debate.plan import cap_subject, choose_mode
 from bot.debate.types import Decision, Mode
-from bot.errors import BotError, ConfigError
+from bot.errors import BotError, ConfigError, GitHubError
 from bot.github.events import (
     IssueCommentEvent,
     IssuesEvent,
@@ -62,6 +62,8 @@ class Origin:
     body: str
     comment_id: int | None = None  # the command comment (issue comment or review comment)
     review_comment: bool = False  # comment_id is a PR review comment
+    # The root of the review thread replies go to (GitHub refuses replies to replies).
+    thread_root: int | None = None
     delivery_id: str = ""
 
     def thread(self) -> Thread:
@@ -116,7 +118,16 @@ class Intake:
                 delivery_id=row.delivery_id,
             )
             return await self._label(gh, origin, event.label.name if event.label else "", row)
+        if isinstance(event, PullRequestEvent) and event.action in ("opened", "synchronize"):
+            from bot.worker.reviews import auto_review
+
+            return await auto_review(self, gh, event, row) or "ignored"
         if isinstance(event, PullRequestEvent) and event.action == "labeled":
+            from bot.worker.reviews import auto_review
+
+            # A PR changing design_review.paths plans is design-reviewed instead of debated.
+            if (state := await auto_review(self, gh, event, row)) is not None:
+                return state
             pr = event.pull_request
             origin = Origin(
                 repo=event.repository.full_name,
@@ -210,7 +221,12 @@ class Intake:
         self, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
     ) -> str:
         if cmd.issue_ref is not None:
-            issue = await gh.get_issue(origin.repo, cmd.issue_ref)
+            try:
+                issue: dict[str, Any] | None = await gh.get_issue(origin.repo, cmd.issue_ref)
+            except GitHubError as exc:
+                if exc.status != 404:
+                    raise
+                issue = None
             if issue is None:
                 await self.reply(
                     gh, origin, f"Issue #{cmd.issue_ref} was not found in this repository."
@@ -396,12 +412,13 @@ class Intake:
             log.warning("reaction.failed", error=exc.code)
 
     async def reply(self, gh: InstallationClient, origin: Origin, text: str) -> None:
-        """A one-off reply not tied to a run: keyed by the delivery, so a redelivery edits it."""
+        """A one-off reply not tied to a run (its marker names the delivery)."""
         key = f"d-{origin.delivery_id or uuid.uuid4().hex[:12]}"
         thread = origin.thread()
         if origin.review_comment and origin.comment_id is not None:
-            thread = Thread(origin.repo, origin.issue_number, review_comment_id=origin.comment_id)
-        await Publisher(gh, self.svc.store, key, thread).upsert("status", text)
+            root = origin.thread_root or origin.comment_id
+            thread = Thread(origin.repo, origin.issue_number, review_comment_id=root)
+        await Publisher(gh, None, key, thread).upsert("status", text)
 
     async def _status(self, gh: InstallationClient, origin: Origin) -> str:
         run = self.svc.store.active_run(

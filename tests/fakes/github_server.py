@@ -297,6 +297,8 @@ class FakeGitHub:
         self._threads: dict[str, Thread] = {}
         self._reactions: list[Reaction] = []
         self._user_ids: dict[str, int] = {}
+        # installation -> granted permissions (GitHub App permissions); default: all written
+        self._app_permissions: dict[int, dict[str, str]] = {}
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
@@ -423,6 +425,11 @@ class FakeGitHub:
             issue.pull_files = [self._pull_file(f) for f in files]
             return n
 
+    def set_pull_files(self, repo: str, pull_number: int, files: Iterable[dict[str, Any]]) -> None:
+        """Seed: what `GET …/pulls/{n}/files` lists (e.g. after a push)."""
+        with self._lock:
+            self._issues[(repo, pull_number)].pull_files = [self._pull_file(f) for f in files]
+
     def head_sha(self, repo: str, pull_number: int) -> str:
         with self._lock:
             issue = self._issues[(repo, pull_number)]
@@ -473,6 +480,32 @@ class FakeGitHub:
                 original_commit_id=original_commit_id or commit_id or head,
                 in_reply_to=in_reply_to,
                 user=User(user, user_type),
+            )
+
+    def set_app_permissions(self, installation_id: int, **permissions: str) -> None:
+        """Restrict what an installation may do, e.g. ``contents="read"``: writes that
+        need more answer 403 "Resource not accessible by integration", as GitHub does."""
+        with self._lock:
+            self._app_permissions[installation_id] = {
+                **self._permissions_of(installation_id),
+                **permissions,
+            }
+
+    def _permissions_of(self, installation_id: int) -> dict[str, str]:
+        default = {
+            "issues": "write",
+            "pull_requests": "write",
+            "contents": "write",
+            "metadata": "read",
+        }
+        return dict(self._app_permissions.get(installation_id, default))
+
+    def _require(self, r: Repo, permission: str) -> None:
+        if self._permissions_of(r.installation_id).get(permission) != "write":
+            raise ApiError(
+                403,
+                "Resource not accessible by integration",
+                documentation_url=f"{DOCS}/git/refs#create-a-reference",
             )
 
     def inject_faults(self, **kwargs: Any) -> Faults:
@@ -584,6 +617,13 @@ class FakeGitHub:
                 for c in sorted(self._review_comments.values(), key=lambda c: c.id)
                 if c.repo == repo and c.pull_number == pull_number
             ]
+
+    def resolve_thread(self, repo: str, comment_id: int) -> None:
+        """Seed: mark the review thread holding ``comment_id`` resolved."""
+        with self._lock:
+            c = self._review_comments[comment_id]
+            assert c.repo == repo
+            self._threads[c.thread_id].resolved = True
 
     def thread_resolved(self, repo: str, comment_id: int) -> bool:
         with self._lock:
@@ -1029,12 +1069,7 @@ class FakeGitHub:
                 {
                     "token": token,
                     "expires_at": expires_at,
-                    "permissions": {
-                        "issues": "write",
-                        "pull_requests": "write",
-                        "contents": "write",
-                        "metadata": "read",
-                    },
+                    "permissions": self._permissions_of(installation_id),
                     "repository_selection": "all",
                 },
                 status_code=201,
@@ -1119,6 +1154,7 @@ class FakeGitHub:
             payload = await body_json(request)
             with lock:
                 r = self._authorized_repo(request, owner, repo)
+                self._require(r, "contents")
                 if not isinstance(payload, dict) or not payload.get("message"):
                     raise missing_field("Commit", "message")
                 try:
@@ -1150,11 +1186,29 @@ class FakeGitHub:
                     status_code=200 if existing is not None else 201,
                 )
 
+        @app.get(P + "/repos/{owner}/{repo}/git/ref/{ref:path}")
+        async def get_ref(owner: str, repo: str, ref: str, request: Request) -> JSONResponse:
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                branch = ref.removeprefix("heads/")
+                if not ref.startswith("heads/") or branch not in r.branches:
+                    raise not_found()
+                sha = r.branches[branch]
+                return JSONResponse(
+                    {
+                        "ref": f"refs/{ref}",
+                        "node_id": f"REF_{sha[:8]}",
+                        "url": f"{self.api_url}/repos/{owner}/{repo}/git/refs/{ref}",
+                        "object": {"type": "commit", "sha": sha},
+                    }
+                )
+
         @app.post(P + "/repos/{owner}/{repo}/git/refs")
         async def create_ref(owner: str, repo: str, request: Request) -> JSONResponse:
             payload = await body_json(request)
             with lock:
                 r = self._authorized_repo(request, owner, repo)
+                self._require(r, "contents")
                 ref = payload.get("ref") if isinstance(payload, dict) else None
                 sha = payload.get("sha") if isinstance(payload, dict) else None
                 if not isinstance(ref, str) or not ref.startswith("refs/") or ref.count("/") < 2:
@@ -1331,6 +1385,7 @@ class FakeGitHub:
             payload = await body_json(request)
             with lock:
                 r = self._authorized_repo(request, owner, repo)
+                self._require(r, "pull_requests")
                 if not isinstance(payload, dict):
                     raise missing_field("PullRequest", "head")
                 head = str(payload.get("head") or "").split(":")[-1]

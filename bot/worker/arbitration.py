@@ -1,0 +1,562 @@
+"""PR false-positive arbitration: `/debate arbitrate` in a review thread, by URL, or `--bots`.
+
+The outcome is a reply in the review thread of the arbitrated comment (the run's
+``review_thread`` trigger is the thread's root comment), so every comment of the
+run lands there.
+
+``--bots`` and the one-active-run-per-PR rule: runs are keyed by repo and PR
+number, so the comments are arbitrated one after another. The first run
+starts at once; its trigger carries the remaining comment ids (a *queue*), and
+when a run finishes ``bot.worker.queue`` starts the next, re-checking it first
+(deleted, resolved, outdated or already arbitrated meanwhile → skipped). A run
+that fails, aborts or is cancelled ends the queue; `/debate arbitrate --bots`
+again picks up where it stopped, because comments that already carry a verdict
+reply are skipped.
+
+Staleness (``--bots`` skips comments whose lines changed after they were made),
+decided from REST data only:
+
+1. GitHub's own mark: a comment whose ``line`` (or ``position``) is null no
+   longer applies to the current diff — outdated, stale.
+2. A comment made on the PR head (``original_commit_id`` is the head) is fresh.
+3. Otherwise, on the right (new-file) side: the commented lines
+   ``original_start_line..original_line`` of the file at ``original_commit_id``
+   must still appear, verbatim and contiguous, in the file at the head (moved
+   lines count as unchanged). If they do not, or the file is gone, stale.
+   When the original commit cannot be read (e.g. force-pushed away), GitHub's
+   mark (1) decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bot.commands.parser import Command, UsageError, parse_command, usage_text
+from bot.config import RepoConfig
+from bot.debate.plan import cap_subject
+from bot.debate.types import ArbitrationContext
+from bot.errors import ConfigError, GitHubError
+from bot.github.events import PullRequestReviewCommentEvent
+from bot.github.gateway import InstallationClient
+from bot.github.markers import parse_marker
+from bot.logs import get_logger
+from bot.store.rows import DeliveryRow, RunRow
+from bot.worker.github_reads import review_thread_states
+from bot.worker.intake import Intake, Origin, Services, load_config
+from bot.worker.specs import Subject
+
+log = get_logger(__name__)
+
+EXCERPT_RADIUS = 40  # lines either side of the commented line
+EXCERPT_MAX_BYTES = 8 * 1024
+HUNK_MAX_BYTES = 8 * 1024
+PR_BODY_MAX_BYTES = 8 * 1024
+MAX_BOTS_QUEUE = 20  # comments arbitrated per `--bots` command
+QUEUE_KIND = "arbitrate_bots"
+
+
+# --- context -----------------------------------------------------------------
+
+
+def file_excerpt(
+    text: str,
+    line: int | None,
+    *,
+    radius: int = EXCERPT_RADIUS,
+    max_bytes: int = EXCERPT_MAX_BYTES,
+) -> str:
+    """Numbered lines around ``line`` (the file's start when None), at most
+    ``max_bytes``: the window shrinks around the line until it fits."""
+    lines = text.splitlines()
+    if not lines:
+        return "(empty file)"
+    center = min(max(1, line or 1), len(lines))
+    width = len(str(len(lines)))
+    r = radius
+    while True:
+        lo = max(1, center - r) if line is not None else 1
+        hi = min(len(lines), center + r) if line is not None else min(len(lines), 2 * r + 1)
+        out = "\n".join(f"{n:>{width}} | {lines[n - 1]}" for n in range(lo, hi + 1))
+        if len(out.encode()) <= max_bytes or r == 0:
+            break
+        r //= 2
+    if len(out.encode()) > max_bytes:
+        out = out.encode()[:max_bytes].decode("utf-8", errors="ignore") + " […]"
+    notes = []
+    if lo > 1:
+        notes.append(f"[… lines 1–{lo - 1} omitted]")
+    body = "\n".join([*notes, out])
+    if hi < len(lines):
+        body += f"\n[… lines {hi + 1}–{len(lines)} omitted]"
+    return body
+
+
+def _cap(text: str, max_bytes: int) -> str:
+    capped, _ = cap_subject(text, max_bytes)
+    return capped
+
+
+def _login(comment: Mapping[str, Any]) -> tuple[str, bool]:
+    user = comment.get("user") or {}
+    login = str(user.get("login") or "ghost")
+    return login, user.get("type") == "Bot" or login.endswith("[bot]")
+
+
+def _is_ours(comment: Mapping[str, Any]) -> bool:
+    first = str(comment.get("body") or "").split("\n", 1)[0].strip()
+    return parse_marker(first) is not None
+
+
+async def _read(gh: InstallationClient, repo: str, path: str, ref: str) -> str | None:
+    """A text file at ``ref`` or None (missing, a directory, not UTF-8)."""
+    try:
+        return await gh.read_file(repo, path, ref)
+    except GitHubError as exc:
+        if exc.status is None or exc.status >= 500 or exc.status in (403, 429):
+            raise  # transient: let the delivery or run fail visibly rather than guess
+        return None
+
+
+async def build_context(
+    gh: InstallationClient, repo: str, comment: Mapping[str, Any], pr: Mapping[str, Any]
+) -> ArbitrationContext:
+    path = str(comment.get("path") or "")
+    line = comment.get("line") or comment.get("original_line")
+    head_sha = str((pr.get("head") or {}).get("sha") or "")
+    # The base repository serves a PR's head commit even when it comes from a fork.
+    text = await _read(gh, repo, path, head_sha) if path and head_sha else None
+    excerpt = (
+        file_excerpt(text, line if isinstance(line, int) else None)
+        if text is not None
+        else f"(`{path}` does not exist as a text file at the PR head {head_sha[:7]})"
+    )
+    author, is_bot = _login(comment)
+    return ArbitrationContext(
+        concern=_cap(str(comment.get("body") or ""), 16 * 1024),
+        concern_author=author,
+        concern_author_is_bot=is_bot,
+        path=path,
+        diff_hunk=_cap(str(comment.get("diff_hunk") or ""), HUNK_MAX_BYTES),
+        file_excerpt=excerpt,
+        pr_title=str(pr.get("title") or ""),
+        pr_body=_cap(str(pr.get("body") or ""), PR_BODY_MAX_BYTES),
+        line=line if isinstance(line, int) else None,
+    )
+
+
+def _arbitration_config(config: RepoConfig) -> RepoConfig:
+    """Arbitration seats are fixed (concern real vs false positive), so the repo's
+    debate personas are not used; their models still are, when no `models` list
+    is configured."""
+    models = list(config.models) or [p.model for p in config.personas if p.model]
+    return config.model_copy(update={"personas": [], "models": models})
+
+
+def _command_fields(cmd: Command) -> dict[str, Any]:
+    return {
+        "rounds": cmd.rounds,
+        "personas": list(cmd.personas),
+        "models": list(cmd.models),
+        "judge": cmd.judge,
+        "alternating": cmd.alternating,
+    }
+
+
+def _command_from(fields: Mapping[str, Any]) -> Command:
+    return Command(
+        action="arbitrate",
+        mode="arbitrate",
+        rounds=fields.get("rounds"),
+        personas=tuple(fields.get("personas") or ()),
+        models=tuple(fields.get("models") or ()),
+        judge=fields.get("judge"),
+        alternating=bool(fields.get("alternating")),
+    )
+
+
+async def _arbitrate(
+    intake: Intake,
+    gh: InstallationClient,
+    origin: Origin,
+    config: RepoConfig,
+    cmd: Command,
+    comment: Mapping[str, Any],
+    pr: Mapping[str, Any],
+    *,
+    extra_trigger: dict[str, Any] | None = None,
+) -> str:
+    """Start the run arbitrating ``comment``; its outcome is a reply in its thread."""
+    root = int(comment.get("in_reply_to_id") or comment["id"])
+    ctx = await build_context(gh, origin.repo, comment, pr)
+    where = f"`{ctx.path}`" + (f" line {ctx.line}" if ctx.line is not None else "")
+    question = (
+        f"Is this review comment by {ctx.concern_author} on {where} of pull request "
+        f"#{origin.issue_number} a real problem, or a false positive?"
+    )
+    subject = Subject(f"Review comment on {ctx.path or 'the pull request'}", question)
+    # Personas named on the command keep their seat order: the first argues the concern.
+    chosen = config if cmd.personas else _arbitration_config(config)
+    return await intake.start(
+        gh,
+        origin,
+        chosen,
+        cmd,
+        subject,
+        mode="arbitrate",
+        review_thread=root,
+        arbitration=ctx,
+        extra_trigger={"arbitrated_comment": int(comment["id"]), **(extra_trigger or {})},
+    )
+
+
+def _started(intake: Intake, origin: Origin) -> RunRow | None:
+    """The run this origin just created, if ``start`` created one (it replies otherwise)."""
+    run = intake.svc.store.active_run(origin.repo, origin.issue_number)
+    if run is not None and run.trigger.get("delivery") == origin.delivery_id:
+        return run
+    return None
+
+
+# --- entry points ---------------------------------------------------------------
+
+
+async def handle_review_comment(
+    intake: Intake,
+    gh: InstallationClient,
+    event: PullRequestReviewCommentEvent,
+    row: DeliveryRow,
+) -> str:
+    """A review comment starting with the command: `arbitrate` arbitrates the thread's
+    first comment (``in_reply_to_id``); `help`, `status`, `cancel` work as anywhere."""
+    comment = event.comment
+    if not comment.body.lstrip().startswith("/"):
+        return "ignored"
+    pr = event.pull_request
+    origin = Origin(
+        repo=event.repository.full_name,
+        default_branch=event.repository.default_branch,
+        issue_number=pr.number,
+        is_pr=True,
+        sender=event.sender.login,
+        title=pr.title,
+        body=pr.body,
+        comment_id=comment.id,
+        review_comment=True,
+        thread_root=comment.in_reply_to_id or comment.id,
+        delivery_id=row.delivery_id,
+    )
+    config = await intake.config_or_reply(gh, origin)
+    if config is None:
+        return "done"
+    try:
+        cmd = parse_command(comment.body, command=config.command)
+    except UsageError as exc:
+        if not await intake.allowed(gh, origin, config, reply=False):
+            return "ignored"
+        await intake.react(gh, origin, "confused")
+        await intake.reply(gh, origin, f"{exc.public}\n\n{usage_text(config.command)}")
+        return "done"
+    if cmd is None:
+        return "ignored"
+    if not await intake.allowed(gh, origin, config, reply=True):
+        return "done"
+    if cmd.action in ("help", "status", "cancel"):
+        return await intake.dispatch(gh, origin, config, cmd)
+    if cmd.action != "arbitrate":
+        await intake.reply(
+            gh,
+            origin,
+            f"In a review thread, `{config.command} arbitrate` arbitrates the comment that "
+            f"opened the thread. Other commands belong in the pull request's conversation.",
+        )
+        return "done"
+    if cmd.review_comment is not None or cmd.bots:
+        return await arbitrate_from_conversation(intake, gh, origin, config, cmd)
+    if comment.in_reply_to_id is None:
+        await intake.reply(
+            gh,
+            origin,
+            f"There is nothing to arbitrate here: this comment opens its own thread. Reply "
+            f"`{config.command} arbitrate` inside the thread of the review comment you want "
+            f"arbitrated, or name it in the conversation with "
+            f"`{config.command} arbitrate <review-comment-url>`.",
+        )
+        return "done"
+    try:
+        root = await gh.get_review_comment(origin.repo, comment.in_reply_to_id)
+    except GitHubError as exc:
+        if exc.status != 404:
+            raise
+        await intake.reply(gh, origin, "The review comment this thread replies to is gone.")
+        return "done"
+    if _is_ours(root):
+        await intake.reply(
+            gh, origin, "That thread was opened by debate-bot: nothing to arbitrate."
+        )
+        return "done"
+    pr_data = await gh.get_pull(origin.repo, origin.issue_number)
+    return await _arbitrate(intake, gh, origin, config, cmd, root, pr_data)
+
+
+async def arbitrate_from_conversation(
+    intake: Intake, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
+) -> str:
+    """`/debate arbitrate <review-comment-url>` or `/debate arbitrate --bots`."""
+    if not origin.is_pr:
+        await intake.reply(
+            gh, origin, "Arbitration works on pull requests: this is an issue, not a PR."
+        )
+        return "done"
+    ref = cmd.review_comment
+    if ref is not None:
+        if (
+            f"{ref.owner}/{ref.repo}".lower() != origin.repo.lower()
+            or ref.pr_number != origin.issue_number
+        ):
+            await intake.reply(
+                gh,
+                origin,
+                f"That review comment belongs to {ref.owner}/{ref.repo}#{ref.pr_number}; "
+                f"only comments on this pull request (#{origin.issue_number}) can be "
+                "arbitrated here.",
+            )
+            return "done"
+        try:
+            comment = await gh.get_review_comment(origin.repo, ref.comment_id)
+        except GitHubError as exc:
+            if exc.status != 404:
+                raise
+            comment = None
+        if comment is None or not str(comment.get("pull_request_url") or "").endswith(
+            f"/pulls/{origin.issue_number}"
+        ):
+            await intake.reply(
+                gh, origin, f"Review comment {ref.comment_id} was not found on this pull request."
+            )
+            return "done"
+        if _is_ours(comment):
+            await intake.reply(
+                gh, origin, "That comment is debate-bot's own: nothing to arbitrate."
+            )
+            return "done"
+        pr = await gh.get_pull(origin.repo, origin.issue_number)
+        return await _arbitrate(intake, gh, origin, config, cmd, comment, pr)
+    if cmd.bots:
+        return await _arbitrate_bots(intake, gh, origin, config, cmd)
+    await intake.reply(
+        gh,
+        origin,
+        f"Which comment? Reply `{config.command} arbitrate` in its review thread, name it with "
+        f"`{config.command} arbitrate <review-comment-url>`, or use "
+        f"`{config.command} arbitrate --bots` for every unresolved review-bot comment.",
+    )
+    return "done"
+
+
+# --- --bots -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Selection:
+    eligible: list[dict[str, Any]]
+    stale: list[tuple[dict[str, Any], str]]
+    skipped: int  # resolved or already arbitrated
+
+
+async def stale_reason(
+    gh: InstallationClient,
+    repo: str,
+    comment: Mapping[str, Any],
+    head_sha: str,
+    files: dict[tuple[str, str], str | None],
+) -> str | None:
+    """Why the comment is stale (see the module docstring), or None when it is not."""
+    if comment.get("line") is None or ("position" in comment and comment["position"] is None):
+        return "outdated: GitHub no longer shows it on the current diff"
+    if (comment.get("side") or "RIGHT") != "RIGHT":
+        return None
+    original = str(comment.get("original_commit_id") or comment.get("commit_id") or "")
+    if not original or original == head_sha:
+        return None
+    path = str(comment.get("path") or "")
+    end = comment.get("original_line") or comment.get("line")
+    start = comment.get("original_start_line") or comment.get("start_line") or end
+    if not isinstance(end, int) or not isinstance(start, int) or not path:
+        return None
+
+    async def read(ref: str) -> str | None:
+        if (ref, path) not in files:
+            files[(ref, path)] = await _read(gh, repo, path, ref)
+        return files[(ref, path)]
+
+    before = await read(original)
+    if before is None:
+        return None
+    block = before.splitlines()[start - 1 : end]
+    if not block:
+        return None
+    after = await read(head_sha)
+    if after is None:
+        return f"`{path}` no longer exists at the PR head"
+    if "\n" + "\n".join(block) + "\n" in "\n" + "\n".join(after.splitlines()) + "\n":
+        return None
+    lines = f"line {end}" if start == end else f"lines {start}–{end}"
+    return f"{lines} changed after the comment was made (on {original[:7]})"
+
+
+def _arbitrated_roots(comments: list[dict[str, Any]]) -> set[int]:
+    """Thread roots that already hold a debate-bot verdict reply."""
+    done: set[int] = set()
+    for c in comments:
+        first = str(c.get("body") or "").split("\n", 1)[0].strip()
+        m = parse_marker(first)
+        if m is not None and m.kind == "verdict" and c.get("in_reply_to_id"):
+            done.add(int(c["in_reply_to_id"]))
+    return done
+
+
+async def select_bot_comments(
+    gh: InstallationClient, repo: str, pr_number: int, head_sha: str
+) -> Selection:
+    comments = await gh.list_review_comments(repo, pr_number)
+    try:
+        resolved = await review_thread_states(gh, repo, pr_number)
+    except GitHubError as exc:  # without thread states, treat every thread as unresolved
+        log.warning("arbitration.thread_states_failed", repo=repo, pr=pr_number, error=exc.code)
+        resolved = {}
+    arbitrated = _arbitrated_roots(comments)
+    files: dict[tuple[str, str], str | None] = {}
+    eligible: list[dict[str, Any]] = []
+    stale: list[tuple[dict[str, Any], str]] = []
+    skipped = 0
+    for c in comments:
+        _, is_bot = _login(c)
+        if c.get("in_reply_to_id") or not is_bot or _is_ours(c):
+            continue
+        if resolved.get(int(c["id"])) or int(c["id"]) in arbitrated:
+            skipped += 1
+            continue
+        reason = await stale_reason(gh, repo, c, head_sha, files)
+        if reason is not None:
+            stale.append((c, reason))
+        else:
+            eligible.append(c)
+    return Selection(eligible, stale, skipped)
+
+
+def _link(c: Mapping[str, Any]) -> str:
+    where = f"`{c.get('path')}`" + (f" line {c['line']}" if c.get("line") else "")
+    url = c.get("html_url")
+    author, _ = _login(c)
+    label = f"{author} on {where}"
+    return f"[{label}]({url})" if url else label
+
+
+async def _arbitrate_bots(
+    intake: Intake, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
+) -> str:
+    pr = await gh.get_pull(origin.repo, origin.issue_number)
+    head_sha = str((pr.get("head") or {}).get("sha") or "")
+    sel = await select_bot_comments(gh, origin.repo, origin.issue_number, head_sha)
+    stale_lines = [f"- {_link(c)} — {why}" for c, why in sel.stale]
+    if not sel.eligible:
+        text = "No unresolved review-bot comment needs arbitration on this pull request."
+        if sel.skipped:
+            text += f" ({sel.skipped} resolved or already arbitrated.)"
+        if stale_lines:
+            text += "\n\nSkipped as stale (their lines changed after the comment):\n"
+            text += "\n".join(stale_lines)
+        await intake.reply(gh, origin, text)
+        return "done"
+    chosen = sel.eligible[:MAX_BOTS_QUEUE]
+    first, rest = chosen[0], [int(c["id"]) for c in chosen[1:]]
+    queue = {
+        "kind": QUEUE_KIND,
+        "pending": rest,
+        "command": _command_fields(cmd),
+        "comment_id": origin.comment_id,
+        "review_comment": origin.review_comment,
+        "thread_root": origin.thread_root,
+        "delivery": origin.delivery_id,
+    }
+    await _arbitrate(
+        intake, gh, origin, config, cmd, first, pr, extra_trigger={"queue": queue} if rest else None
+    )
+    if _started(intake, origin) is None:
+        return "done"  # start() has replied (already running, quota, config)
+    lines = [
+        f"Arbitrating {len(chosen)} review-bot comment(s), one at a time (one debate runs "
+        "per pull request at a time); each verdict is posted in its review thread:",
+        *[f"{i}. {_link(c)}" for i, c in enumerate(chosen, 1)],
+    ]
+    if len(sel.eligible) > len(chosen):
+        lines.append(
+            f"\n{len(sel.eligible) - len(chosen)} more are left for a later "
+            f"`{config.command} arbitrate --bots` (at most {MAX_BOTS_QUEUE} per command)."
+        )
+    if stale_lines:
+        lines += ["", "Skipped as stale (their lines changed after the comment):", *stale_lines]
+    await intake.reply(gh, origin, "\n".join(lines))
+    return "done"
+
+
+async def continue_bots(svc: Services, gh: InstallationClient, run: RunRow) -> None:
+    """Start the next queued comment of a `--bots` command, re-checked first."""
+    queue: dict[str, Any] = run.trigger["queue"]
+    pending = [int(x) for x in queue.get("pending") or []]
+    if not pending:
+        return
+    try:
+        config = await load_config(gh, run.repo)
+    except ConfigError as exc:
+        log.warning("arbitration.queue_config", run=run.id, error=exc.code)
+        return
+    pr = await gh.get_pull(run.repo, run.issue_number)
+    if pr.get("state") != "open":
+        return
+    head_sha = str((pr.get("head") or {}).get("sha") or "")
+    sel = await select_bot_comments(gh, run.repo, run.issue_number, head_sha)
+    by_id = {int(c["id"]): c for c in sel.eligible}
+    intake = Intake(svc)
+    while pending:
+        cid = pending.pop(0)
+        comment = by_id.get(cid)
+        if comment is None:
+            log.info("arbitration.queue_skip", run=run.id, comment=cid)
+            continue
+        origin = Origin(
+            repo=run.repo,
+            default_branch=str(run.trigger.get("default_branch") or "main"),
+            issue_number=run.issue_number,
+            is_pr=True,
+            sender=str(run.trigger.get("sender") or ""),
+            title=str(pr.get("title") or ""),
+            body=str(pr.get("body") or ""),
+            comment_id=queue.get("comment_id"),
+            review_comment=bool(queue.get("review_comment")),
+            thread_root=queue.get("thread_root"),
+            delivery_id=f"{queue.get('delivery') or run.id}.{cid}",
+        )
+        await _arbitrate(
+            intake,
+            gh,
+            origin,
+            config,
+            _command_from(queue.get("command") or {}),
+            comment,
+            pr,
+            extra_trigger={"queue": {**queue, "pending": pending}} if pending else None,
+        )
+        return
+
+
+__all__ = [
+    "arbitrate_from_conversation",
+    "build_context",
+    "continue_bots",
+    "file_excerpt",
+    "handle_review_comment",
+    "stale_reason",
+]

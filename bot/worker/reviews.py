@@ -1,0 +1,477 @@
+"""Design reviews of repository files: `/debate review <path>`, automatic reviews
+of plans a labelled PR changes, and `--open-pr` with the revised plan.
+
+Where the plan is read: on a PR, at its head commit (the base repository serves
+a fork's head commit too); elsewhere, on the default branch (pinned to its
+current commit when `--open-pr` needs a commit to branch from). ``@path`` files
+come from the same ref. The plan's frontmatter overrides the repo config for
+the run.
+
+Automatic reviews and the one-active-run-per-PR rule: a PR may change several
+plans, but runs are keyed by repo and PR number, so plans are reviewed one
+after another. Each automatic run records in its trigger the plans reviewed so
+far with their blob shas (``reviewed``); when it finishes, ``bot.worker.queue``
+looks at the PR again and starts the next plan whose current blob has not been
+reviewed. The same map makes a push (``synchronize``) re-review only the plans
+it changed, and a push that lands while a review runs is picked up when that
+run finishes. A run that fails, aborts or is cancelled ends the chain; the
+next push or labelling picks the remaining plans up. Automatic reviews run
+only when the sender (who labelled or pushed) has the repo's minimum
+permission, like label-triggered debates.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any, Literal
+
+from bot.commands.parser import Command
+from bot.config import RepoConfig
+from bot.debate.plan import Plan, assemble_context, cap_subject, check_ref, parse_plan
+from bot.debate.revision import changed_lines, revised_plan, strip_marks
+from bot.debate.types import PersonaSpec
+from bot.errors import ConfigError, GitHubError
+from bot.github.events import PullRequestEvent
+from bot.github.gateway import InstallationClient
+from bot.github.sanitize import redact_secrets, sanitize
+from bot.logs import get_logger
+from bot.store.rows import DeliveryRow, RunRow
+from bot.worker.github_reads import branch_sha
+from bot.worker.intake import Intake, Origin, Services, load_config
+from bot.worker.publish import Publisher
+from bot.worker.specs import Subject
+
+log = get_logger(__name__)
+
+ReviewStart = Literal["started", "rejected", "refused"]
+MAX_PLAN_BYTES = 1024 * 1024
+MAX_REFS = 20  # @path files read per plan
+QUEUE_KIND = "design_review"
+REVISION_PR = "revision-pr"  # store key of the opened pull request
+NO_CONTENTS_WRITE = "resource not accessible by integration"
+
+
+# --- globs -----------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=256)
+def _glob_re(pattern: str) -> re.Pattern[str]:
+    """gitignore-like globs: ``*`` and ``?`` stay within a path segment, ``**``
+    spans segments (``docs/**/*.md`` matches ``docs/a.md`` and ``docs/x/y/a.md``)."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))
+
+
+def matches(path: str, patterns: Iterable[str]) -> bool:
+    return any(_glob_re(p.strip().lstrip("/")).fullmatch(path) for p in patterns if p.strip())
+
+
+# --- one review -----------------------------------------------------------------------
+
+
+def _overrides(plan: Plan) -> dict[str, object]:
+    keys = set(plan.frontmatter_keys)
+    ov: dict[str, object] = {
+        k: getattr(plan, k) for k in ("rounds", "response_scale", "synthesizer") if k in keys
+    }
+    if "personas" in keys and plan.personas:
+        ov["personas"] = tuple(
+            PersonaSpec(p.name, p.perspective, p.model or "", tuple(p.fallbacks))
+            for p in plan.personas
+        )
+    return ov
+
+
+async def _read_ref_files(
+    gh: InstallationClient, repo: str, plan: Plan, plan_path: str, ref: str
+) -> tuple[dict[str, str | None], list[str]]:
+    loaded: dict[str, str | None] = {}
+    warnings: list[str] = []
+    for raw in plan.refs[:MAX_REFS]:
+        try:
+            path = check_ref(raw)
+        except ConfigError as exc:
+            warnings.append(exc.public)
+            continue
+        if path in loaded or path == plan_path:
+            continue
+        try:
+            loaded[path] = await gh.read_file(repo, path, ref)
+        except GitHubError as exc:
+            if exc.status is None or exc.status >= 500 or exc.status in (403, 429):
+                raise
+            warnings.append(f"@{path}: not a readable text file; skipped")
+    if len(plan.refs) > MAX_REFS:
+        warnings.append(f"only the first {MAX_REFS} @path references were read")
+    return loaded, warnings
+
+
+async def review_plan(
+    intake: Intake,
+    gh: InstallationClient,
+    origin: Origin,
+    config: RepoConfig,
+    cmd: Command,
+    path: str,
+    *,
+    ref: str,
+    where: str,
+    target: dict[str, str] | None = None,
+    extra_trigger: dict[str, Any] | None = None,
+) -> ReviewStart:
+    """Read, validate and queue the review of ``path`` at ``ref``; every problem
+    is one reply: ``rejected`` (the plan is unusable) or ``refused`` (no run could
+    start: already running, quota, configuration)."""
+    try:
+        path = check_ref(path)
+        text = await gh.read_file(origin.repo, path, ref)
+    except ConfigError as exc:
+        await intake.reply(gh, origin, exc.public)
+        return "rejected"
+    except GitHubError as exc:
+        if exc.status is None or exc.status >= 500 or exc.status in (403, 429):
+            raise
+        await intake.reply(gh, origin, f"`{path}` is not a readable text file {where}.")
+        return "rejected"
+    if text is None:
+        await intake.reply(gh, origin, f"`{path}` was not found {where}.")
+        return "rejected"
+    size = len(text.encode())
+    if size > MAX_PLAN_BYTES:
+        await intake.reply(
+            gh,
+            origin,
+            f"`{path}` is {size / 1024 / 1024:.1f} MiB; plans over 1 MiB are not reviewed. "
+            "Keep the plan itself short and reference supporting files with `@path` "
+            "(they are condensed to the context budget).",
+        )
+        return "rejected"
+    try:
+        plan = parse_plan(text, source=path, mode="critique")
+    except ConfigError as exc:
+        await intake.reply(
+            gh,
+            origin,
+            f"**debate-bot** cannot review `{path}`:\n\n```\n{exc.public}\n```",
+        )
+        return "rejected"
+    loaded, warnings = await _read_ref_files(gh, origin.repo, plan, path, ref)
+    budget = (
+        plan.context_budget_kb
+        if "context_budget_kb" in plan.frontmatter_keys
+        else config.context_budget_kb
+    )
+    files, context_warnings = assemble_context(plan.body, loaded, budget)
+    warnings += context_warnings
+    warnings += [
+        f"@{f.path}: condensed to fit the context budget ({budget} KB)"
+        for f in files
+        if f.condensed
+    ]
+    capped, truncated = cap_subject(plan.body)
+    if truncated:
+        warnings.append("subject truncated: the plan exceeded the subject size limit")
+    title = plan.title if plan.title == path else f"{plan.title} ({path})"
+    subject = Subject(title, capped, truncated, files, tuple(warnings))
+    body_start = len(text.removeprefix("\ufeff")) - len(plan.body)
+    review = {
+        "path": path,
+        "ref": ref,
+        "open_pr": cmd.open_pr,
+        "target": target,
+        "prefix": text.removeprefix("\ufeff")[: max(0, body_start)],
+        "blob": hashlib.sha256(text.encode()).hexdigest(),
+    }
+    await intake.start(
+        gh,
+        origin,
+        config,
+        cmd,
+        subject,
+        mode="critique",
+        overrides=_overrides(plan),
+        extra_trigger={"review": review, **(extra_trigger or {})},
+    )
+    run = intake.svc.store.active_run(origin.repo, origin.issue_number)
+    started = run is not None and run.trigger.get("delivery") == origin.delivery_id
+    return "started" if started else "refused"
+
+
+async def start_review(
+    intake: Intake, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
+) -> str:
+    """`/debate review <path> [--open-pr]` on an issue or a PR."""
+    assert cmd.path is not None  # the parser guarantees a path for `review`
+    target: dict[str, str] | None = None
+    if origin.is_pr:
+        pr = await gh.get_pull(origin.repo, origin.issue_number)
+        head = pr.get("head") or {}
+        ref = str(head.get("sha") or "")
+        where = f"at the head of this pull request (`{ref[:7]}`)"
+        head_repo = str((head.get("repo") or {}).get("full_name") or "")
+        if head_repo.lower() == origin.repo.lower():
+            target = {"base": str(head.get("ref") or ""), "from_sha": ref}
+    else:
+        ref = origin.default_branch
+        where = f"on the default branch `{ref}`"
+        if cmd.open_pr:  # pin the reviewed commit: the revision branches from it
+            sha = await branch_sha(gh, origin.repo, ref)
+            target = {"base": ref, "from_sha": sha}
+            ref = sha
+    await review_plan(
+        intake, gh, origin, config, cmd, cmd.path, ref=ref, where=where, target=target
+    )
+    return "done"
+
+
+# --- automatic reviews ------------------------------------------------------------
+
+
+def _changed_plans(files: list[dict[str, Any]], patterns: list[str]) -> dict[str, str]:
+    """Plan path → blob sha at the PR head, for files the PR adds or modifies."""
+    return {
+        str(f["filename"]): str(f.get("sha") or "")
+        for f in files
+        if f.get("filename")
+        and f.get("status") != "removed"
+        and matches(str(f["filename"]), patterns)
+    }
+
+
+async def _next_plan(
+    intake: Intake,
+    gh: InstallationClient,
+    origin: Origin,
+    config: RepoConfig,
+    pending: dict[str, str],
+    reviewed: dict[str, str],
+    head_sha: str,
+) -> bool:
+    """Start the first pending plan that yields a run (plans rejected with a reply
+    count as reviewed). True when a run was created."""
+    base_delivery = origin.delivery_id
+    for path, blob in pending.items():
+        reviewed = {**reviewed, path: blob}
+        step = replace(origin, delivery_id=f"{base_delivery}.{len(reviewed)}")
+        result = await review_plan(
+            intake,
+            gh,
+            step,
+            config,
+            Command(action="review", mode="critique", path=path),
+            path,
+            ref=head_sha,
+            where=f"at the head of this pull request (`{head_sha[:7]}`)",
+            extra_trigger={
+                "queue": {"kind": QUEUE_KIND, "delivery": base_delivery},
+                "reviewed": reviewed,
+            },
+        )
+        if result != "rejected":
+            # refused (a run is active, or the quota is spent): one reply is enough
+            return result == "started"
+    return False
+
+
+async def auto_review(
+    intake: Intake, gh: InstallationClient, event: PullRequestEvent, row: DeliveryRow
+) -> str | None:
+    """Design-review the plans a PR with the trigger label changes.
+
+    None: not a design review (no ``design_review.paths``, no matching plan on a
+    labelling): the caller goes on as before (a plain debate of the PR)."""
+    if event.action != "labeled" and not event.pull_request.labels:
+        return "ignored"  # every push to every PR lands here: no label, no config read
+    try:
+        config = await load_config(gh, event.repository.full_name)
+    except ConfigError:
+        return None  # the label path replies with the error; pushes stay quiet
+    patterns = config.design_review.paths
+    if not patterns:
+        return None
+    pr = event.pull_request
+    if event.action == "labeled":
+        if event.label is None or event.label.name != config.trigger_label:
+            return None
+    elif config.trigger_label not in pr.label_names:
+        return "ignored"
+    repo = event.repository.full_name
+    plans = _changed_plans(await gh.list_pull_files(repo, pr.number), patterns)
+    if not plans:
+        return None if event.action == "labeled" else "ignored"
+    origin = Origin(
+        repo=repo,
+        default_branch=event.repository.default_branch,
+        issue_number=pr.number,
+        is_pr=True,
+        sender=event.sender.login,
+        title=pr.title,
+        body=pr.body,
+        delivery_id=row.delivery_id,
+    )
+    if not await intake.allowed(gh, origin, config, reply=False):
+        return "ignored"
+    reviewed: dict[str, str] = {}
+    if event.action != "labeled":  # a push re-reviews only the plans it changed
+        last = intake.svc.store.latest_run(repo, pr.number)
+        if last is not None and isinstance(last.trigger.get("reviewed"), dict):
+            reviewed = dict(last.trigger["reviewed"])
+            if last.state != "done":  # its own plan was not reviewed after all
+                reviewed.pop(str((last.trigger.get("review") or {}).get("path")), None)
+    pending = {p: b for p, b in plans.items() if reviewed.get(p) != b}
+    if not pending:
+        return "ignored"
+    if intake.svc.store.active_run(repo, pr.number) is not None and event.action != "labeled":
+        log.info("review.deferred", repo=repo, pr=pr.number, plans=len(pending))
+        return "ignored"  # the running run's end looks at the PR again
+    await _next_plan(intake, gh, origin, config, pending, reviewed, pr.head.sha)
+    return "done"
+
+
+async def continue_auto(svc: Services, gh: InstallationClient, run: RunRow) -> None:
+    """After an automatic review: the next plan of the PR not reviewed at its current blob."""
+    try:
+        config = await load_config(gh, run.repo)
+    except ConfigError as exc:
+        log.warning("review.queue_config", run=run.id, error=exc.code)
+        return
+    pr = await gh.get_pull(run.repo, run.issue_number)
+    labels = {str(label.get("name")) for label in pr.get("labels") or []}
+    if pr.get("state") != "open" or config.trigger_label not in labels:
+        return
+    plans = _changed_plans(
+        await gh.list_pull_files(run.repo, run.issue_number), config.design_review.paths
+    )
+    reviewed = dict(run.trigger.get("reviewed") or {})
+    pending = {p: b for p, b in plans.items() if reviewed.get(p) != b}
+    if not pending:
+        return
+    queue = run.trigger.get("queue") or {}
+    origin = Origin(
+        repo=run.repo,
+        default_branch=str(run.trigger.get("default_branch") or "main"),
+        issue_number=run.issue_number,
+        is_pr=True,
+        sender=str(run.trigger.get("sender") or ""),
+        title=str(pr.get("title") or ""),
+        body=str(pr.get("body") or ""),
+        delivery_id=str(queue.get("delivery") or run.id),
+    )
+    head_sha = str((pr.get("head") or {}).get("sha") or "")
+    await _next_plan(Intake(svc), gh, origin, config, pending, reviewed, head_sha)
+
+
+# --- --open-pr ----------------------------------------------------------------------
+
+
+def _pr_body(run: RunRow, path: str, plan: str) -> str:
+    changes = changed_lines(plan)
+    lines = [
+        f"The design review of `{path}` in #{run.issue_number} (run `{run.id}`) proposed "
+        "this revision. The critique report with the reasons is in that thread.",
+    ]
+    if changes:
+        lines += ["", "Lines the review marked `[CHANGED]`:", *[f"- {c}" for c in changes[:50]]]
+    return "\n".join(lines)
+
+
+async def open_revision_pr(
+    svc: Services, gh: InstallationClient, run: RunRow, publisher: Publisher
+) -> None:
+    """Open a pull request with the revised plan (once per run, even when resumed).
+
+    Every way this can fail ends in a clear status comment, never a failed run."""
+    review: Mapping[str, Any] = run.trigger.get("review") or {}
+    store = svc.store
+    if not review.get("open_pr") or store.comment_id(run.id, REVISION_PR) is not None:
+        return
+    path = str(review["path"])
+    target = review.get("target")
+    spec = run.debate_spec()
+    plan = revised_plan(spec, store.load_turns(run.id))
+    problem: str | None = None
+    if not target:
+        problem = "the plan lives on a fork, where debate-bot cannot push a branch"
+    elif spec.subject_truncated:
+        problem = "the plan was too long and was truncated for the review"
+    elif plan is None:
+        problem = "the synthesis gave no revised plan"
+    if problem is not None or target is None or plan is None:
+        await publisher.upsert("status", f"No pull request was opened for `{path}`: {problem}.")
+        return
+    content = str(review.get("prefix") or "") + redact_secrets(strip_marks(plan)).rstrip() + "\n"
+    if hashlib.sha256(content.encode()).hexdigest() == review.get("blob"):
+        await publisher.upsert(
+            "status", f"No pull request was opened for `{path}`: the revision changes nothing."
+        )
+        return
+    branch = f"debate-bot/revise-{run.id}"
+    try:
+        try:
+            await gh.create_branch(run.repo, branch, str(target["from_sha"]))
+        except GitHubError as exc:
+            if exc.status != 422 or "already exists" not in str(exc).lower():
+                raise  # 422 "Reference already exists": a resumed run made it before
+        await gh.put_file(
+            run.repo, path, branch, content, f"Revise {path} after debate-bot's design review"
+        )
+        number = await gh.create_pull(
+            run.repo,
+            f"Revise {path} (design review)"[:256],
+            branch,
+            str(target["base"]),
+            sanitize(_pr_body(run, path, plan)),
+        )
+    except GitHubError as exc:
+        log.warning("review.open_pr_failed", run=run.id, status=exc.status, error=exc.code)
+        if exc.status == 403 and NO_CONTENTS_WRITE in str(exc).lower():
+            text = (
+                f"**No pull request was opened for `{path}`:** this installation of debate-bot "
+                "lacks the **Contents: write** permission on this repository (GitHub answered "
+                "“Resource not accessible by integration”). A repository admin can grant it in "
+                "the app's installation settings; the revised plan is in the critique above."
+            )
+        else:
+            text = (
+                f"**No pull request was opened for `{path}`:** GitHub refused the branch, "
+                f"commit or pull request (`{exc.code}`, HTTP {exc.status or 'error'}). "
+                "The revised plan is in the critique above."
+            )
+        await publisher.upsert("status", text)
+        return
+    store.record_comment(
+        run.id, REVISION_PR, number, "issue", hashlib.sha256(content.encode()).hexdigest()
+    )
+    await publisher.upsert(
+        "status", f"Opened #{number} with the revised plan of `{path}` (branch `{branch}`)."
+    )
+
+
+__all__ = [
+    "auto_review",
+    "continue_auto",
+    "matches",
+    "open_revision_pr",
+    "review_plan",
+    "start_review",
+]
