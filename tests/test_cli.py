@@ -134,7 +134,7 @@ def test_critique_with_frontmatter_and_files(repo: Path, server: FakeModelServer
         "| Judge | judge | `openai/judge-model` |",
         "## Context Files",
         SMALL_LINE,
-        "@docs/missing.md: file not found; skipped",
+        "`docs/missing.md`: file not found; skipped",
         "## Issue Extraction",
         "## Round 1 — opening",
         "## Round 2 — rebuttal",
@@ -372,7 +372,7 @@ def test_reference_leaving_the_root_is_refused(repo: Path, server: FakeModelServ
     _plan(f"{PLAN_BODY}\nAlso see @../outside-secret.md please.\n")
     result = run("plan.md")
     assert result.exit_code == 2, result.output
-    assert "@../outside-secret.md: the path leaves the repository root" in result.stderr
+    assert "`../outside-secret.md`: the path leaves the repository root" in result.stderr
     assert "refused" in result.stderr
     assert server.requests == []
 
@@ -395,7 +395,7 @@ def test_binary_reference_is_a_warning(repo: Path, server: FakeModelServer) -> N
     result = run("plan.md", "--rounds", "1")
     assert result.exit_code == 0, result.output
     text = transcript_of(result)
-    assert "@docs/logo.png: binary file (not UTF-8 text); skipped" in text
+    assert "`docs/logo.png`: binary file (not UTF-8 text); skipped" in text
     assert SMALL_LINE in text
 
 

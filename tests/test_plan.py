@@ -225,7 +225,7 @@ def test_files_that_fit_are_embedded_whole() -> None:
 def test_missing_file_is_a_warning() -> None:
     files, warnings = assemble_context("s", {"gone.md": None, "a.md": "x"}, 10)
     assert [f.path for f in files] == ["a.md"]
-    assert warnings == ("@gone.md: file not found; skipped",)
+    assert warnings == ("`gone.md`: file not found; skipped",)
 
 
 def test_zero_budget_disables_embedding() -> None:

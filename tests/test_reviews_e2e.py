@@ -116,14 +116,14 @@ def test_review_embeds_files_reports_missing_and_condensed(harness: Harness) -> 
     )
     [run] = runs(h)
     assert (run["issue_number"], run["state"], run["outcome_kind"]) == (good, "done", "critique")
-    body = verdict(h, good).replace("\u200b", "")  # `@path` warnings are de-mentioned
+    body = verdict(h, good)
     assert "## Critique: Session tokens" in body and "### Revised plan" in body
     assert "[CHANGED]" in body
     # frontmatter overrides the repo config: one round
     assert "**Rounds run:** 1 (limit 1 per tier)" in body
     assert "`docs/api.md`" in body and "[CONDENSED]" in body.split("`docs/threats.md`")[1]
-    assert "@docs/gone.md: file not found" in body
-    assert "@docs/threats.md: condensed to fit the context budget (4 KB)" in body
+    assert "`docs/gone.md`: file not found" in body
+    assert "`docs/threats.md`: condensed to fit the context budget (4 KB)" in body
     prompts = "\n".join(r.prompt_text for r in h.models.requests)
     assert "API-SPEC-MARKER" in prompts
     assert "rotate session tokens" in prompts and "badge readers" not in prompts

@@ -181,14 +181,14 @@ def check_ref(path: str) -> str:
     """The normalized repo-relative path, or ConfigError if it leaves the root."""
     p = path.strip().replace("\\", "/")
     if not p or "\x00" in p:
-        raise ConfigError(f"@{path}: not a valid path")
+        raise ConfigError(f"`{path}`: not a valid path")
     if p.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", p):
         raise ConfigError(
-            f"@{path}: absolute paths are not allowed; use a path inside the repository"
+            f"`{path}`: absolute paths are not allowed; use a path inside the repository"
         )
     norm = posixpath.normpath(p)
     if norm in (".", "..") or norm.startswith("../"):
-        raise ConfigError(f"@{path}: the path leaves the repository root")
+        raise ConfigError(f"`{path}`: the path leaves the repository root")
     return norm
 
 
@@ -325,10 +325,10 @@ def assemble_context(
     warnings: list[str] = []
     for path, text in loaded.items():
         if text is None:
-            warnings.append(f"@{path}: file not found; skipped")
+            warnings.append(f"`{path}`: file not found; skipped")
             continue
         if budget_kb <= 0:
-            warnings.append(f"@{path}: not embedded (context_budget_kb is 0)")
+            warnings.append(f"`{path}`: not embedded (context_budget_kb is 0)")
             continue
         size = len(text.encode())
         if size <= remaining:
@@ -337,7 +337,7 @@ def assemble_context(
             continue
         if remaining < _MIN_USEFUL_BYTES:
             warnings.append(
-                f"@{path}: not embedded; the context budget ({budget_kb} KB) is used up"
+                f"`{path}`: not embedded; the context budget ({budget_kb} KB) is used up"
             )
             continue
         short = condense(text, subject, remaining, path)

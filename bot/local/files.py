@@ -126,14 +126,14 @@ def load_refs(
         target = (base / norm).resolve()
         if not target.is_relative_to(base):
             raise ConfigError(
-                f"@{raw}: the path leaves the repository root through a symbolic link; "
+                f"`{raw}`: the path leaves the repository root through a symbolic link; "
                 f"refused (repository root: {base})"
             )
-        if norm in loaded or any(w.startswith(f"@{norm}:") for w in warnings):
+        if norm in loaded or any(w.startswith(f"`{norm}`:") for w in warnings):
             continue
         text, problem = _read_ref(target)
         if problem:
-            warnings.append(f"@{norm}: {problem}; skipped")
+            warnings.append(f"`{norm}`: {problem}; skipped")
         else:
             loaded[norm] = text
     files, budget_warnings = assemble_context(subject, loaded, budget_kb)

@@ -120,7 +120,7 @@ async def _read_ref_files(
         except GitHubError as exc:
             if exc.status is None or exc.status >= 500 or exc.status in (403, 429):
                 raise
-            warnings.append(f"@{path}: not a readable text file; skipped")
+            warnings.append(f"`{path}`: not a readable text file; skipped")
     if len(plan.refs) > MAX_REFS:
         warnings.append(f"only the first {MAX_REFS} @path references were read")
     return loaded, warnings
@@ -184,7 +184,7 @@ async def review_plan(
     files, context_warnings = assemble_context(plan.body, loaded, budget)
     warnings += context_warnings
     warnings += [
-        f"@{f.path}: condensed to fit the context budget ({budget} KB)"
+        f"`{f.path}`: condensed to fit the context budget ({budget} KB)"
         for f in files
         if f.condensed
     ]
