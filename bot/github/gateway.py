@@ -30,7 +30,7 @@ import binascii
 import logging
 import time
 import types
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -789,11 +789,10 @@ class InstallationClient:
             write=True,
         )
 
-    async def resolve_review_thread(self, repo: str, pull_number: int, comment_id: int) -> bool:
-        """Resolve the review thread holding ``comment_id``; False if no thread holds it."""
+    async def _review_threads(self, repo: str, pull_number: int) -> AsyncIterator[dict[str, Any]]:
+        """The pull request's review threads (GraphQL: REST does not carry resolution)."""
         owner, name = _split(repo)
         cursor: str | None = None
-        thread: dict[str, Any] | None = None
         for _ in range(MAX_PAGES):
             data = await self._graphql(
                 "reviewThreads",
@@ -805,18 +804,37 @@ class InstallationClient:
             if not isinstance(threads, dict):
                 raise GitHubError(f"pull request {repo}#{pull_number} not found via GraphQL")
             for node in threads.get("nodes") or []:
-                ids = {
-                    c.get("databaseId")
-                    for c in (_dig(node, "comments", "nodes") or [])
-                    if isinstance(c, dict)
-                }
-                if comment_id in ids:
-                    thread = node
-                    break
+                if isinstance(node, dict):
+                    yield node
             page = threads.get("pageInfo") or {}
-            if thread is not None or not page.get("hasNextPage"):
-                break
+            if not page.get("hasNextPage"):
+                return
             cursor = page.get("endCursor")
+
+    @staticmethod
+    def _thread_comment_ids(node: dict[str, Any]) -> set[int]:
+        return {
+            c["databaseId"]
+            for c in (_dig(node, "comments", "nodes") or [])
+            if isinstance(c, dict) and isinstance(c.get("databaseId"), int)
+        }
+
+    async def review_thread_states(self, repo: str, pull_number: int) -> dict[int, bool]:
+        """Every review comment id on the pull request → whether its thread is resolved."""
+        states: dict[int, bool] = {}
+        async for node in self._review_threads(repo, pull_number):
+            resolved = bool(node.get("isResolved"))
+            for comment_id in self._thread_comment_ids(node):
+                states[comment_id] = resolved
+        return states
+
+    async def resolve_review_thread(self, repo: str, pull_number: int, comment_id: int) -> bool:
+        """Resolve the review thread holding ``comment_id``; False if no thread holds it."""
+        thread: dict[str, Any] | None = None
+        async for node in self._review_threads(repo, pull_number):
+            if comment_id in self._thread_comment_ids(node):
+                thread = node
+                break
         if thread is None:
             return False
         if thread.get("isResolved"):
@@ -828,6 +846,20 @@ class InstallationClient:
             write=True,
         )
         return bool(_dig(result, "resolveReviewThread", "thread", "isResolved"))
+
+    async def branch_sha(self, repo: str, branch: str) -> str:
+        """The commit a branch points at."""
+        owner, name = _split(repo)
+        ref = "heads/" + quote(branch, safe="/")
+        response = await self._call(
+            "GET",
+            "/repos/{owner}/{repo}/git/ref/{ref}",
+            lambda h: self._gh.rest.git.async_get_ref(owner, name, ref, headers=h),
+        )
+        sha = _dig(response.raw_response.json(), "object", "sha")
+        if not isinstance(sha, str) or not sha:
+            raise GitHubError(f"GitHub returned no commit for branch {branch!r}")
+        return sha
 
     # -- branches, files, pull creation --------------------------------------
 

@@ -43,7 +43,6 @@ from bot.github.gateway import InstallationClient
 from bot.github.markers import parse_marker
 from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, RunRow
-from bot.worker.github_reads import review_thread_states
 from bot.worker.intake import Intake, Origin, Services, load_config
 from bot.worker.specs import Subject
 
@@ -422,7 +421,7 @@ async def select_bot_comments(
 ) -> Selection:
     comments = await gh.list_review_comments(repo, pr_number)
     try:
-        resolved = await review_thread_states(gh, repo, pr_number)
+        resolved = await gh.review_thread_states(repo, pr_number)
     except GitHubError as exc:  # without thread states, treat every thread as unresolved
         log.warning("arbitration.thread_states_failed", repo=repo, pr=pr_number, error=exc.code)
         resolved = {}

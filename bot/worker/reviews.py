@@ -40,7 +40,6 @@ from bot.github.gateway import InstallationClient
 from bot.github.sanitize import redact_secrets, sanitize
 from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, RunRow
-from bot.worker.github_reads import branch_sha
 from bot.worker.intake import Intake, Origin, Services, load_config
 from bot.worker.publish import Publisher
 from bot.worker.specs import Subject
@@ -235,7 +234,7 @@ async def start_review(
         ref = origin.default_branch
         where = f"on the default branch `{ref}`"
         if cmd.open_pr:  # pin the reviewed commit: the revision branches from it
-            sha = await branch_sha(gh, origin.repo, ref)
+            sha = await gh.branch_sha(origin.repo, ref)
             target = {"base": ref, "from_sha": sha}
             ref = sha
     await review_plan(
