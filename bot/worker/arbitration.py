@@ -232,19 +232,12 @@ async def handle_review_comment(
     comment = event.comment
     if not comment.body.lstrip().startswith("/"):
         return "ignored"
-    pr = event.pull_request
-    origin = Origin(
-        repo=event.repository.full_name,
-        default_branch=event.repository.default_branch,
-        issue_number=pr.number,
-        is_pr=True,
-        sender=event.sender.login,
-        title=pr.title,
-        body=pr.body,
+    origin = Origin.of_pull(
+        event,
+        row.delivery_id,
         comment_id=comment.id,
         review_comment=True,
         thread_root=comment.in_reply_to_id or comment.id,
-        delivery_id=row.delivery_id,
     )
     config = await intake.config_or_reply(gh, origin)
     if config is None:
@@ -525,18 +518,13 @@ async def continue_bots(svc: Services, gh: InstallationClient, run: RunRow) -> N
         if comment is None:
             log.info("arbitration.queue_skip", run=run.id, comment=cid)
             continue
-        origin = Origin(
-            repo=run.repo,
-            default_branch=str(run.trigger.get("default_branch") or "main"),
-            issue_number=run.issue_number,
-            is_pr=True,
-            sender=str(run.trigger.get("sender") or ""),
-            title=str(pr.get("title") or ""),
-            body=str(pr.get("body") or ""),
+        origin = Origin.of_run(
+            run,
+            pr,
+            f"{queue.get('delivery') or run.id}.{cid}",
             comment_id=queue.get("comment_id"),
             review_comment=bool(queue.get("review_comment")),
             thread_root=queue.get("thread_root"),
-            delivery_id=f"{queue.get('delivery') or run.id}.{cid}",
         )
         await _arbitrate(
             intake,

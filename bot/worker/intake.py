@@ -69,6 +69,57 @@ class Origin:
     def thread(self) -> Thread:
         return Thread(self.repo, self.issue_number)
 
+    @classmethod
+    def of_issue(
+        cls, event: IssueCommentEvent | IssuesEvent, delivery_id: str, **extra: Any
+    ) -> Origin:
+        return cls(
+            repo=event.repository.full_name,
+            default_branch=event.repository.default_branch,
+            issue_number=event.issue.number,
+            is_pr=event.issue.pull_request is not None,
+            sender=event.sender.login,
+            title=event.issue.title,
+            body=event.issue.body,
+            delivery_id=delivery_id,
+            **extra,
+        )
+
+    @classmethod
+    def of_pull(
+        cls,
+        event: PullRequestEvent | PullRequestReviewCommentEvent,
+        delivery_id: str,
+        **extra: Any,
+    ) -> Origin:
+        pr = event.pull_request
+        return cls(
+            repo=event.repository.full_name,
+            default_branch=event.repository.default_branch,
+            issue_number=pr.number,
+            is_pr=True,
+            sender=event.sender.login,
+            title=pr.title,
+            body=pr.body,
+            delivery_id=delivery_id,
+            **extra,
+        )
+
+    @classmethod
+    def of_run(cls, run: RunRow, pull: dict[str, Any], delivery_id: str, **extra: Any) -> Origin:
+        """A follow-up started by a finished run (queued arbitrations, plan reviews)."""
+        return cls(
+            repo=run.repo,
+            default_branch=str(run.trigger.get("default_branch") or "main"),
+            issue_number=run.issue_number,
+            is_pr=True,
+            sender=str(run.trigger.get("sender") or ""),
+            title=str(pull.get("title") or ""),
+            body=str(pull.get("body") or ""),
+            delivery_id=delivery_id,
+            **extra,
+        )
+
 
 async def load_config(gh: InstallationClient, repo: str) -> RepoConfig:
     """`.github/debate.yml` on the default branch, else the org's `.github` repo."""
@@ -94,29 +145,10 @@ class Intake:
             return "ignored"
         gh = await self.svc.gateway.installation(row.installation_id)
         if isinstance(event, IssueCommentEvent) and event.action == "created":
-            origin = Origin(
-                repo=event.repository.full_name,
-                default_branch=event.repository.default_branch,
-                issue_number=event.issue.number,
-                is_pr=event.issue.pull_request is not None,
-                sender=event.sender.login,
-                title=event.issue.title,
-                body=event.issue.body,
-                comment_id=event.comment.id,
-                delivery_id=row.delivery_id,
-            )
+            origin = Origin.of_issue(event, row.delivery_id, comment_id=event.comment.id)
             return await self._command(gh, origin, event.comment.body, row)
         if isinstance(event, IssuesEvent) and event.action == "labeled":
-            origin = Origin(
-                repo=event.repository.full_name,
-                default_branch=event.repository.default_branch,
-                issue_number=event.issue.number,
-                is_pr=event.issue.pull_request is not None,
-                sender=event.sender.login,
-                title=event.issue.title,
-                body=event.issue.body,
-                delivery_id=row.delivery_id,
-            )
+            origin = Origin.of_issue(event, row.delivery_id)
             return await self._label(gh, origin, event.label.name if event.label else "", row)
         if isinstance(event, PullRequestEvent) and event.action in ("opened", "synchronize"):
             from bot.worker.reviews import auto_review
@@ -128,17 +160,7 @@ class Intake:
             # A PR changing design_review.paths plans is design-reviewed instead of debated.
             if (state := await auto_review(self, gh, event, row)) is not None:
                 return state
-            pr = event.pull_request
-            origin = Origin(
-                repo=event.repository.full_name,
-                default_branch=event.repository.default_branch,
-                issue_number=pr.number,
-                is_pr=True,
-                sender=event.sender.login,
-                title=pr.title,
-                body=pr.body,
-                delivery_id=row.delivery_id,
-            )
+            origin = Origin.of_pull(event, row.delivery_id)
             return await self._label(gh, origin, event.label.name if event.label else "", row)
         if isinstance(event, PullRequestReviewCommentEvent) and event.action == "created":
             from bot.worker.arbitration import handle_review_comment

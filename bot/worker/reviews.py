@@ -318,16 +318,7 @@ async def auto_review(
     plans = _changed_plans(await gh.list_pull_files(repo, pr.number), patterns)
     if not plans:
         return None if event.action == "labeled" else "ignored"
-    origin = Origin(
-        repo=repo,
-        default_branch=event.repository.default_branch,
-        issue_number=pr.number,
-        is_pr=True,
-        sender=event.sender.login,
-        title=pr.title,
-        body=pr.body,
-        delivery_id=row.delivery_id,
-    )
+    origin = Origin.of_pull(event, row.delivery_id)
     if not await intake.allowed(gh, origin, config, reply=False):
         return "ignored"
     reviewed: dict[str, str] = {}
@@ -366,16 +357,7 @@ async def continue_auto(svc: Services, gh: InstallationClient, run: RunRow) -> N
     if not pending:
         return
     queue = run.trigger.get("queue") or {}
-    origin = Origin(
-        repo=run.repo,
-        default_branch=str(run.trigger.get("default_branch") or "main"),
-        issue_number=run.issue_number,
-        is_pr=True,
-        sender=str(run.trigger.get("sender") or ""),
-        title=str(pr.get("title") or ""),
-        body=str(pr.get("body") or ""),
-        delivery_id=str(queue.get("delivery") or run.id),
-    )
+    origin = Origin.of_run(run, pr, str(queue.get("delivery") or run.id))
     head_sha = str((pr.get("head") or {}).get("sha") or "")
     await _next_plan(Intake(svc), gh, origin, config, pending, reviewed, head_sha)
 
