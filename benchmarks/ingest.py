@@ -34,8 +34,9 @@ from benchmarks.common import (
 )
 from bot.github.webhooks import SIGNATURE_HEADER, sign
 from bot.store import RunStore
+from tests.harness.service import SHARED
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared/corpus/webhooks"
+CORPUS = SHARED / "corpus" / "webhooks"
 PAYLOAD = "issue_comment.created.with-installation.json"
 COMMENT_BODY = "/debate Should we ship the ingestion path as is?"
 EVENT = "issue_comment"

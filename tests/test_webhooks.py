@@ -21,8 +21,9 @@ from bot.github.events import (
     parse_event,
 )
 from bot.github.webhooks import sign, verify_signature
+from tests.harness.service import SHARED
 
-CORPUS = Path("/work/shared/corpus")
+CORPUS = SHARED / "corpus"
 MANIFEST: list[dict[str, Any]] = json.loads((CORPUS / "manifest.json").read_text())["webhooks"]
 
 
