@@ -22,6 +22,7 @@ def _redact(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMap
 
 def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
     logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level.upper(), force=True)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # migration chatter on every start
     renderer: Any = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
     )
