@@ -154,6 +154,15 @@ class RepoConfig(BaseModel):
     # `debate:running` costs two extra writes per run (add, then remove): opt-in.
     running_label: bool = False
 
+    @field_validator("mode")
+    @classmethod
+    def _mode_fits_a_repo_default(cls, v: Mode | None) -> Mode | None:
+        if v == "arbitrate":
+            raise ValueError(
+                "arbitrate cannot be a default mode: use `/debate arbitrate` in a PR review thread"
+            )
+        return v
+
     @field_validator("command")
     @classmethod
     def _command_is_slash(cls, v: str) -> str:

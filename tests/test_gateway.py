@@ -198,9 +198,10 @@ async def test_comment_create_update_and_paginated_list(fake, gateway, calls):
     await gh.update_comment(REPO, mine, "<!-- debate-bot:round run=r1 round=1 -->\nedited")
 
     listed = await gh.list_comments(REPO, 1)
-    assert [cid for cid, _ in listed] == [*seeded, mine]
-    assert listed[-1][1].endswith("edited")
-    assert listed[0][1] == "human 0"
+    assert [c["id"] for c in listed] == [*seeded, mine]
+    assert listed[-1]["body"].endswith("edited")
+    assert listed[0]["body"] == "human 0"
+    assert listed[-1]["user"]["login"] == await gh.bot_login() == "debate-bot[bot]"
     # 206 comments at per_page=100: three pages, following Link rel="next".
     pages = [r for r in fake.requests if r.route == COMMENTS_ROUTE and r.method == "GET"]
     assert len(pages) == 3

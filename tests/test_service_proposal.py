@@ -33,6 +33,14 @@ def test_stalemate_waits_for_a_maintainer_decision(harness: Harness) -> None:
     assert status and "/debate decide" in status[-1]
     assert proposal_issues(h, number) == []
 
+    wrong, _ = command(h, number, "/debate decide 9 A")
+    h.post("issue_comment", wrong)
+    h.wait_for(
+        lambda: any("Point 9 is not open" in c["body"] for c in h.github.comments(REPO, number)),
+        what="the reply to a decision on a point that is not open",
+    )
+    assert state(h) == "waiting"
+
     decide, _ = command(h, number, "/debate decide 1 A")
     h.post("issue_comment", decide)
     h.wait_for(lambda: state(h) == "done", what="the run to finish after the decision")

@@ -32,23 +32,43 @@ HANDLED: dict[str, frozenset[str]] = {
 }
 
 
+# Objects the worker reads from each handled event; a delivery without them is malformed.
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "issue_comment": ("comment", "issue", "repository", "sender"),
+    "issues": ("issue", "repository", "sender"),
+    "pull_request": ("pull_request", "repository", "sender"),
+    "pull_request_review_comment": ("comment", "pull_request", "repository", "sender"),
+}
+KNOWN_EVENTS = frozenset({*HANDLED, "ping", "installation", "installation_repositories"})
+
+
+def _event_label(event: str) -> str:
+    """A bounded metric label: the header of a rejected request is anyone's text."""
+    return event if event in KNOWN_EVENTS else "other"
+
+
 def _reply(status: int, result: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"status": result, **extra}, status_code=status)
 
 
+def _obj(payload: dict[str, Any], key: str) -> dict[str, Any]:
+    value = payload.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _ignore_reason(event: str, payload: dict[str, Any]) -> str | None:
-    """Why a delivery needs no work, judged from fields that don't depend on repo config."""
-    action = payload.get("action")
-    if action not in HANDLED.get(event, frozenset()):
+    """Why a delivery needs no work, judged from fields that don't depend on repo config.
+    Defensive about types: this runs before anything is validated."""
+    if payload.get("action") not in HANDLED.get(event, frozenset()):
         return "event"
-    sender = payload.get("sender") or {}
-    if isinstance(sender, dict) and sender.get("type") == "Bot":
+    if _obj(payload, "sender").get("type") == "Bot":
         return "bot sender"
     if event in ("issue_comment", "pull_request_review_comment"):
-        body = ((payload.get("comment") or {}).get("body") or "").lstrip()
-        if not body.startswith("/"):
+        body = _obj(payload, "comment").get("body")
+        if not isinstance(body, str) or not body.lstrip().startswith("/"):
             return "not a command"
-    if not isinstance((payload.get("installation") or {}).get("id"), int):
+    installation = _obj(payload, "installation").get("id")
+    if not isinstance(installation, int) or isinstance(installation, bool):
         return "no installation"
     return None
 
@@ -95,14 +115,20 @@ def webhook_router(
                 raise WebhookError("body is not valid UTF-8 JSON") from exc
             if not isinstance(payload, dict):
                 raise WebhookError("body is not a JSON object")
+            reason = _ignore_reason(event, payload)
+            if reason is None:
+                missing = [k for k in REQUIRED[event] if not isinstance(payload.get(k), dict)]
+                if missing:
+                    raise WebhookError(f"{event} payload lacks {', '.join(missing)}")
         except WebhookError as exc:
-            metrics.deliveries.labels(event or "-", f"rejected_{exc.status}").inc()
-            log.info("webhook.rejected", gh_event=event, status=exc.status, reason=exc.public)
+            metrics.deliveries.labels(_event_label(event), f"rejected_{exc.status}").inc()
+            log.info(
+                "webhook.rejected", gh_event=event[:64], status=exc.status, reason=exc.public
+            )
             return _reply(exc.status, "rejected", reason=exc.public)
 
-        reason = _ignore_reason(event, payload)
         if reason is not None:
-            metrics.deliveries.labels(event, "ignored").inc()
+            metrics.deliveries.labels(_event_label(event), "ignored").inc()
             return _reply(202, "ignored", reason=reason)
 
         try:

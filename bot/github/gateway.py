@@ -226,6 +226,7 @@ class GitHubGateway:
             self._base_headers["X-GitHub-Api-Version"] = GHES_API_VERSION
         self._tokens = TokenCache(self._fetch_token, clock=clock, wall=wall)
         self._states: dict[int, _InstallationState] = {}
+        self._bot_login: str | None = None
         self._clients: dict[int, InstallationClient] = {}
 
     # -- public --------------------------------------------------------------
@@ -275,6 +276,26 @@ class GitHubGateway:
             state = _InstallationState(pacer=pacer)
             self._states[installation_id] = state
         return state
+
+    async def bot_login(self) -> str:
+        """The login the app comments as (``<slug>[bot]``), from ``GET /app``, once.
+
+        Used to recognize the bot's own comments when looking for one by marker:
+        anyone can type a marker line, only the app can author as the app."""
+        if self._bot_login is None:
+            headers = dict(self._base_headers)
+
+            async def op(_: dict[str, str]) -> Response[Any]:
+                return await self._app_gh.rest.apps.async_get_authenticated(headers=headers)
+
+            response = await self._send(
+                "GET", "/app", op, installation_id=None, write=False, replay_safe=True
+            )
+            slug = _json_dict(response).get("slug")
+            if not isinstance(slug, str) or not slug:
+                raise GitHubError("GitHub returned the app without a slug")
+            self._bot_login = f"{slug}[bot]"
+        return self._bot_login
 
     async def _fetch_token(self, installation_id: int) -> InstallationToken:
         headers = dict(self._base_headers)
@@ -620,7 +641,11 @@ class InstallationClient:
             write=True,
         )
 
-    async def list_comments(self, repo: str, issue_number: int) -> list[tuple[int, str]]:
+    async def bot_login(self) -> str:
+        return await self._gw.bot_login()
+
+    async def list_comments(self, repo: str, issue_number: int) -> list[dict[str, Any]]:
+        """The issue's comments as GitHub's JSON (id, body, user, …), every page."""
         owner, name = _split(repo)
         items = await self._paginate(
             "/repos/{owner}/{repo}/issues/{issue_number}/comments",
@@ -628,7 +653,7 @@ class InstallationClient:
                 owner, name, issue_number, per_page=PER_PAGE, headers=h
             ),
         )
-        return [(int(c["id"]), str(c.get("body") or "")) for c in items if "id" in c]
+        return [c for c in items if "id" in c]
 
     # -- reactions -----------------------------------------------------------
 

@@ -502,6 +502,7 @@ class RunStore:
                     .values(
                         cancel_requested=True,
                         state=sa.case((runs.c.state == "waiting", "queued"), else_=runs.c.state),
+                        attempts=sa.case((runs.c.state == "waiting", 0), else_=runs.c.attempts),
                         updated_at=self._now(),
                     )
                     .returning(*runs.c)
@@ -523,8 +524,11 @@ class RunStore:
 
     def requeue(self, run_id: str, spec: DebateSpec | str | None = None) -> bool:
         """Move a waiting run back to queued, optionally replacing its spec in
-        the same transaction. False if the run was not waiting."""
-        values: dict[str, Any] = {"state": "queued", "updated_at": self._now()}
+        the same transaction. False if the run was not waiting.
+
+        ``attempts`` restarts: it counts crashes of one stretch of work, and a
+        proposal may wait for many decisions."""
+        values: dict[str, Any] = {"state": "queued", "attempts": 0, "updated_at": self._now()}
         if spec is not None:
             values["spec"] = self._spec_text(spec)
         with self._write("requeue") as conn:

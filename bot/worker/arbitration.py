@@ -43,7 +43,7 @@ from bot.github.gateway import InstallationClient
 from bot.github.markers import parse_marker
 from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, RunRow
-from bot.worker.intake import Intake, Origin, Services, load_config
+from bot.worker.intake import Intake, Origin, Services, addressed_by_default, load_config
 from bot.worker.specs import Subject
 
 log = get_logger(__name__)
@@ -103,9 +103,9 @@ def _login(comment: Mapping[str, Any]) -> tuple[str, bool]:
     return login, user.get("type") == "Bot" or login.endswith("[bot]")
 
 
-def _is_ours(comment: Mapping[str, Any]) -> bool:
-    first = str(comment.get("body") or "").split("\n", 1)[0].strip()
-    return parse_marker(first) is not None
+def _is_ours(comment: Mapping[str, Any], me: str) -> bool:
+    """Authored by the app itself (a marker line alone proves nothing: anyone can type one)."""
+    return _login(comment)[0] == me
 
 
 async def _read(gh: InstallationClient, repo: str, path: str, ref: str) -> str | None:
@@ -239,7 +239,7 @@ async def handle_review_comment(
         review_comment=True,
         thread_root=comment.in_reply_to_id or comment.id,
     )
-    config = await intake.config_or_reply(gh, origin)
+    config = await intake.config_or_reply(gh, origin, addressed=addressed_by_default(comment.body))
     if config is None:
         return "done"
     try:
@@ -283,7 +283,7 @@ async def handle_review_comment(
             raise
         await intake.reply(gh, origin, "The review comment this thread replies to is gone.")
         return "done"
-    if _is_ours(root):
+    if _is_ours(root, await gh.bot_login()):
         await intake.reply(
             gh, origin, "That thread was opened by debate-bot: nothing to arbitrate."
         )
@@ -328,7 +328,7 @@ async def arbitrate_from_conversation(
                 gh, origin, f"Review comment {ref.comment_id} was not found on this pull request."
             )
             return "done"
-        if _is_ours(comment):
+        if _is_ours(comment, await gh.bot_login()):
             await intake.reply(
                 gh, origin, "That comment is debate-bot's own: nothing to arbitrate."
             )
@@ -398,10 +398,12 @@ async def stale_reason(
     return f"{lines} changed after the comment was made (on {original[:7]})"
 
 
-def _arbitrated_roots(comments: list[dict[str, Any]]) -> set[int]:
-    """Thread roots that already hold a debate-bot verdict reply."""
+def _arbitrated_roots(comments: list[dict[str, Any]], me: str) -> set[int]:
+    """Thread roots that already hold a debate-bot verdict reply (by the app itself)."""
     done: set[int] = set()
     for c in comments:
+        if not _is_ours(c, me):
+            continue
         first = str(c.get("body") or "").split("\n", 1)[0].strip()
         m = parse_marker(first)
         if m is not None and m.kind == "verdict" and c.get("in_reply_to_id"):
@@ -418,14 +420,15 @@ async def select_bot_comments(
     except GitHubError as exc:  # without thread states, treat every thread as unresolved
         log.warning("arbitration.thread_states_failed", repo=repo, pr=pr_number, error=exc.code)
         resolved = {}
-    arbitrated = _arbitrated_roots(comments)
+    me = await gh.bot_login()
+    arbitrated = _arbitrated_roots(comments, me)
     files: dict[tuple[str, str], str | None] = {}
     eligible: list[dict[str, Any]] = []
     stale: list[tuple[dict[str, Any], str]] = []
     skipped = 0
     for c in comments:
         _, is_bot = _login(c)
-        if c.get("in_reply_to_id") or not is_bot or _is_ours(c):
+        if c.get("in_reply_to_id") or not is_bot or _is_ours(c, me):
             continue
         if resolved.get(int(c["id"])) or int(c["id"]) in arbitrated:
             skipped += 1

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from bot.debate.types import Outcome
 from bot.errors import BotError
 from bot.github.gateway import InstallationClient
+from bot.github.sanitize import sanitize
 from bot.logs import get_logger
 from bot.store.rows import RunRow
 from bot.worker.intake import Services
@@ -81,20 +82,31 @@ class Finisher:
             await continue_queue(self.svc, self.gh, self.run)
 
     async def failed(self, code: str, sentence: str, worker_id: str) -> None:
+        # The stored state comes first: a notice GitHub refuses must not leave the
+        # run claimable forever.
+        self.svc.store.release_run(self.run.id, worker_id, "failed", error_class=code)
+        try:
+            await self.failed_notice(code, sentence)
+        except BotError as exc:
+            log.warning("run.failure_notice_failed", run=self.run.id, error=exc.code)
+
+    async def failed_notice(self, code: str, sentence: str) -> None:
         await self.publisher.upsert(
             "aborted",
             f"**The debate stopped** (`{code}`). {sentence}\n\n"
             "Details are in the service logs. Comment `/debate` to try again.",
         )
         await self._close(ok=False)
-        self.svc.store.release_run(self.run.id, worker_id, "failed", error_class=code)
 
     async def cancelled(self, worker_id: str) -> None:
-        await self.publisher.upsert(
-            "status", "The debate was cancelled. Rounds already posted stay."
-        )
-        await self._close(ok=False, label=False)
         self.svc.store.release_run(self.run.id, worker_id, "cancelled")
+        try:
+            await self.publisher.upsert(
+                "status", "The debate was cancelled. Rounds already posted stay."
+            )
+            await self._close(ok=False, label=False)
+        except BotError as exc:
+            log.warning("run.cancel_notice_failed", run=self.run.id, error=exc.code)
 
     async def _file_proposal(self, outcome: Outcome) -> int:
         """File the [PROPOSAL] issue once, even if the run is resumed after filing it."""
@@ -108,9 +120,7 @@ class Finisher:
             if outcome.title.startswith("[PROPOSAL]")
             else f"[PROPOSAL] {outcome.title}"
         )
-        from bot.github.sanitize import sanitize
-
-        number = await self.gh.create_issue(self.run.repo, title[:256], sanitize(body))
+        number = await self.gh.create_issue(self.run.repo, sanitize(title)[:256], sanitize(body))
         store.record_comment(
             self.run.id, PROPOSAL_ISSUE, number, "issue", hashlib.sha256(body.encode()).hexdigest()
         )
@@ -150,8 +160,19 @@ class Finisher:
             log.warning("reaction.failed", run=self.run.id, error=exc.code)
 
     async def _close(self, *, ok: bool, label: bool = True) -> None:
+        """Reactions and labels after the outcome is posted: courtesies that must
+        never turn a finished run into a failed one."""
         await self._react("rocket" if ok else "confused")
-        if label:
-            await self.gh.add_labels(self.run.repo, self.run.issue_number, [DONE if ok else FAILED])
-        if self.run.trigger.get("running_label"):
-            await self.gh.remove_label(self.run.repo, self.run.issue_number, RUNNING)
+        repo, number = self.run.repo, self.run.issue_number
+        try:
+            if label:
+                await self.gh.add_labels(repo, number, [DONE if ok else FAILED])
+                # A stale lifecycle label from an earlier run (known from the
+                # trigger, so the happy path pays no extra call).
+                stale = FAILED if ok else DONE
+                if stale in (self.run.trigger.get("labels") or ()):
+                    await self.gh.remove_label(repo, number, stale)
+            if self.run.trigger.get("running_label"):
+                await self.gh.remove_label(repo, number, RUNNING)
+        except BotError as exc:
+            log.warning("labels.failed", run=self.run.id, error=exc.code)

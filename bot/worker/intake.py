@@ -16,7 +16,8 @@ from bot.app.metrics import Metrics
 from bot.commands.parser import Command, UsageError, parse_command, usage_text
 from bot.config import RepoConfig, Settings, load_repo_config
 from bot.debate.plan import cap_subject, choose_mode
-from bot.debate.types import Decision, Mode
+from bot.debate.protocol import next_step
+from bot.debate.types import ArbitrationContext, DebateSpec, Decision, Mode, Outcome
 from bot.errors import BotError, ConfigError, GitHubError
 from bot.github.events import (
     IssueCommentEvent,
@@ -26,12 +27,13 @@ from bot.github.events import (
     parse_event,
 )
 from bot.github.gateway import GitHubGateway, InstallationClient
+from bot.github.sanitize import sanitize
 from bot.llm.router import ModelRouter
 from bot.logs import get_logger
 from bot.store import RunStore
 from bot.store.rows import ActiveRunExists, DeliveryRow, RunRow
 from bot.worker.publish import Publisher, Thread
-from bot.worker.specs import Subject, build_spec
+from bot.worker.specs import Overrides, Subject, build_spec
 
 log = get_logger(__name__)
 
@@ -65,6 +67,7 @@ class Origin:
     # The root of the review thread replies go to (GitHub refuses replies to replies).
     thread_root: int | None = None
     delivery_id: str = ""
+    labels: tuple[str, ...] = ()  # the issue's labels when the trigger fired
 
     def thread(self) -> Thread:
         return Thread(self.repo, self.issue_number)
@@ -82,6 +85,7 @@ class Origin:
             title=event.issue.title,
             body=event.issue.body,
             delivery_id=delivery_id,
+            labels=tuple(event.issue.label_names),
             **extra,
         )
 
@@ -102,6 +106,7 @@ class Origin:
             title=pr.title,
             body=pr.body,
             delivery_id=delivery_id,
+            labels=tuple(pr.label_names),
             **extra,
         )
 
@@ -130,6 +135,12 @@ async def load_config(gh: InstallationClient, repo: str) -> RepoConfig:
         text = await gh.read_file(org_repo, CONFIG_PATH)
         source = f"{org_repo}/{CONFIG_PATH}"
     return load_repo_config(text, source=source)
+
+
+def addressed_by_default(body: str) -> bool:
+    """Whether a comment starts with the default command word."""
+    first = body.lstrip().split(maxsplit=1)
+    return bool(first) and first[0] == RepoConfig().command
 
 
 class Intake:
@@ -170,21 +181,32 @@ class Intake:
 
     # -- triggers ---------------------------------------------------------------
 
-    async def config_or_reply(self, gh: InstallationClient, origin: Origin) -> RepoConfig | None:
+    async def config_or_reply(
+        self, gh: InstallationClient, origin: Origin, *, addressed: bool = True
+    ) -> RepoConfig | None:
+        """The repo config, or None after telling the user it is broken.
+
+        Only a trigger ``addressed`` to the bot under the defaults (`/debate`,
+        the `debate` label) from a user with the default permission hears about a
+        broken file: any other slash comment stays silent, or a broken config
+        would let anyone make the bot post."""
         try:
             return await load_config(gh, origin.repo)
         except ConfigError as exc:
-            await self.reply(
-                gh,
-                origin,
-                f"**debate-bot** cannot read its configuration.\n\n```\n{exc.public}\n```",
-            )
+            if addressed and await self.allowed(gh, origin, RepoConfig(), reply=False):
+                await self.reply(
+                    gh,
+                    origin,
+                    f"**debate-bot** cannot read its configuration.\n\n```\n{exc.public}\n```",
+                )
             return None
 
     async def _label(
         self, gh: InstallationClient, origin: Origin, label: str, row: DeliveryRow
     ) -> str:
-        config = await self.config_or_reply(gh, origin)
+        config = await self.config_or_reply(
+            gh, origin, addressed=label == RepoConfig().trigger_label
+        )
         if config is None:
             return "done"
         if label != config.trigger_label:
@@ -200,7 +222,7 @@ class Intake:
     ) -> str:
         if not body.lstrip().startswith("/"):
             return "ignored"
-        config = await self.config_or_reply(gh, origin)
+        config = await self.config_or_reply(gh, origin, addressed=addressed_by_default(body))
         if config is None:
             return "done"
         try:
@@ -271,21 +293,27 @@ class Intake:
         self, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
     ) -> str:
         """A free-form topic becomes its own issue, debated there, linked both ways."""
-        title = cmd.topic.strip().splitlines()[0][:200]
-        body = (
-            f"{cmd.subject}\n\n---\n"
-            f"Debate requested by `{origin.sender}` in #{origin.issue_number}."
-        )
-        if not await self.quota_ok(gh, origin, config):
-            return "done"
-        number = await gh.create_issue(origin.repo, title, body, labels=(config.trigger_label,))
-        new_origin = replace(origin, issue_number=number, is_pr=False, title=title, body=body)
         capped, truncated = cap_subject(cmd.subject)
+        title = sanitize(cmd.topic.strip().splitlines()[0])[:200]
         subject = Subject(
             title, capped, truncated, warnings=("subject truncated",) if truncated else ()
         )
-        state = await self.start(gh, new_origin, config, cmd, subject, link_from=origin)
-        return state
+        try:  # refuse before filing anything, or a bad config leaves an orphan issue
+            self.make_spec(config, cmd, subject, run_id="check")
+        except ConfigError as exc:
+            await self.reply(gh, origin, exc.public)
+            return "done"
+        if not await self.quota_ok(gh, origin, config):
+            return "done"
+        body = sanitize(
+            f"{cmd.subject}\n\n---\n"
+            f"Debate requested by `{origin.sender}` in #{origin.issue_number}."
+        )
+        number = await gh.create_issue(origin.repo, title, body, labels=(config.trigger_label,))
+        new_origin = replace(
+            origin, issue_number=number, is_pr=False, title=title, body=body, labels=()
+        )
+        return await self.start(gh, new_origin, config, cmd, subject, link_from=origin)
 
     # -- helpers shared by the triggers -----------------------------------------
 
@@ -337,8 +365,8 @@ class Intake:
         mode: Mode | None = None,
         link_from: Origin | None = None,
         review_thread: int | None = None,
-        overrides: dict[str, object] | None = None,
-        arbitration: Any = None,
+        overrides: Overrides | None = None,
+        arbitration: ArbitrationContext | None = None,
         extra_trigger: dict[str, Any] | None = None,
     ) -> str:
         """Create a queued run (one active run per issue), acknowledge, wake a worker."""
@@ -349,18 +377,15 @@ class Intake:
             await self.already_running(gh, origin, active)
             return "done"
         run_id = uuid.uuid4().hex[:12]
-        chosen: Mode = mode or cmd.mode or config.mode or choose_mode(subject.text)
         try:
-            spec = build_spec(
-                command=cmd,
-                config=config,
-                settings=self.svc.settings,
-                mode=chosen,
-                subject=subject,
-                available_providers=self.svc.router.available_providers(),
+            chosen, spec = self.make_spec(
+                config,
+                cmd,
+                subject,
                 run_id=run_id,
-                arbitration=arbitration,
+                mode=mode,
                 overrides=overrides,
+                arbitration=arbitration,
             )
         except ConfigError as exc:
             await self.reply(gh, origin, exc.public)
@@ -375,6 +400,7 @@ class Intake:
             "running_label": config.running_label,
             "arbitration": config.arbitration.model_dump(),
             "link_from": link_from.issue_number if link_from else None,
+            "labels": list(origin.labels),
             **(extra_trigger or {}),
         }
         try:
@@ -397,6 +423,31 @@ class Intake:
         self.svc.wake()
         return "done"
 
+    def make_spec(
+        self,
+        config: RepoConfig,
+        cmd: Command,
+        subject: Subject,
+        *,
+        run_id: str,
+        mode: Mode | None = None,
+        overrides: Overrides | None = None,
+        arbitration: ArbitrationContext | None = None,
+    ) -> tuple[Mode, DebateSpec]:
+        chosen: Mode = mode or cmd.mode or config.mode or choose_mode(subject.text)
+        spec = build_spec(
+            command=cmd,
+            config=config,
+            settings=self.svc.settings,
+            mode=chosen,
+            subject=subject,
+            available_providers=self.svc.router.available_providers(),
+            run_id=run_id,
+            arbitration=arbitration,
+            overrides=overrides,
+        )
+        return chosen, spec
+
     async def acknowledge(
         self,
         gh: InstallationClient,
@@ -409,9 +460,8 @@ class Intake:
         await self.react(gh, target, "eyes")
         if config.running_label:
             await gh.add_labels(origin.repo, origin.issue_number, ["debate:running"])
-        if link_from is not None:
-            pub = Publisher(gh, self.svc.store, run.id, link_from.thread())
-            await pub.upsert("status", f"Debating this in #{origin.issue_number}.")
+        if link_from is not None:  # a one-off reply: the run's own markers live on the new issue
+            await self.reply(gh, link_from, f"Debating this in #{origin.issue_number}.")
 
     async def already_running(self, gh: InstallationClient, origin: Origin, active: RunRow) -> None:
         where = f"#{active.issue_number}"
@@ -468,24 +518,29 @@ class Intake:
         return "done"
 
     async def _decide(self, gh: InstallationClient, origin: Origin, cmd: Command) -> str:
-        run = self.svc.store.active_run(origin.repo, origin.issue_number)
-        if (
-            run is None
-            or run.state != "waiting"
-            or cmd.decide_point is None
-            or cmd.decide_choice is None
-        ):
+        store = self.svc.store
+        run = store.active_run(origin.repo, origin.issue_number)
+        point, choice = cmd.decide_point, cmd.decide_choice
+        if run is None or run.mode != "proposal" or point is None or choice is None:
+            await self.reply(gh, origin, "There is no proposal waiting for a decision here.")
+            return "done"
+        if run.state != "waiting":
             await self.reply(
-                gh, origin, "There is no proposal waiting for a decision on this issue."
+                gh, origin, "The panel is still working; answer when it asks for a decision."
             )
             return "done"
         spec = run.debate_spec()
-        decisions = tuple(d for d in spec.decisions if d.point != cmd.decide_point)
-        spec = replace(
-            spec,
-            decisions=(*decisions, Decision(cmd.decide_point, cmd.decide_choice, origin.sender)),
-        )
-        self.svc.store.requeue(run.id, spec)
+        waiting = next_step(spec, store.load_turns(run.id))
+        pending = waiting.pending_points if isinstance(waiting, Outcome) else ()
+        if point not in pending:
+            listed = ", ".join(str(p) for p in pending) or "none"
+            await self.reply(gh, origin, f"Point {point} is not open. Open points: {listed}.")
+            return "done"
+        decisions = tuple(d for d in spec.decisions if d.point != point)
+        spec = replace(spec, decisions=(*decisions, Decision(point, choice, origin.sender)))
+        if not store.requeue(run.id, spec):  # another decision got there first
+            await self.reply(gh, origin, "That decision crossed another one; please repeat it.")
+            return "done"
         await self.react(gh, origin, "+1")
         self.svc.wake()
         return "done"

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
 from structlog.contextvars import bound_contextvars
 
-from bot.debate.types import Outcome, Turn
+from bot.debate.types import DebateSpec, Outcome, Turn
 from bot.errors import BotError
+from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, RunRow
 from bot.worker.driver import Cancelled, LeaseLost, RunDriver, tokens_and_cost
@@ -21,7 +25,10 @@ from bot.worker.publish import Publisher, Thread
 
 log = get_logger(__name__)
 
-MAX_ATTEMPTS = 5
+MAX_ATTEMPTS = 5  # claims of one run (crashes, expired leases) before it is failed
+DELIVERY_LEASE_S = 300.0
+DELIVERY_RETENTION = timedelta(days=7)
+PRUNE_EVERY_S = 3600.0
 
 
 def new_worker_id() -> str:
@@ -35,24 +42,36 @@ class Worker:
         self.intake = Intake(svc)
         self._wake = anyio.Event()
         self._slots = anyio.Semaphore(max(1, svc.settings.worker_concurrency))
+        self._last_prune = -PRUNE_EVERY_S
 
     def wake(self) -> None:
         self._wake.set()
 
     async def run(self) -> None:
-        """Runs until cancelled."""
+        """Runs until cancelled. A store or GitHub outage is logged and waited out:
+        it never ends the loop (in `serve`, that would take the web server down too)."""
         settings = self.svc.settings
+        backoff = settings.worker_poll_s
         async with anyio.create_task_group() as tg:
             while True:
                 self._wake = anyio.Event()
-                await self.poll_once(tg)
-                with anyio.move_on_after(settings.worker_poll_s):
+                try:
+                    await self.poll_once(tg)
+                    backoff = settings.worker_poll_s
+                except Exception:
+                    log.exception("worker.poll_failed")
+                    backoff = min(max(backoff * 2, 1.0), 30.0)
+                with anyio.move_on_after(backoff):
                     await self._wake.wait()
 
     async def poll_once(self, tg: Any) -> None:
         store, lease = self.svc.store, self.svc.settings.lease_s
+        self._maybe_prune()
+        # Intake may wait on GitHub's rate limits; a long lease keeps a second
+        # worker from processing the same delivery meanwhile.
+        delivery_lease = max(lease, DELIVERY_LEASE_S)
         while (
-            row := await anyio.to_thread.run_sync(store.claim_delivery, self.id, lease)
+            row := await anyio.to_thread.run_sync(store.claim_delivery, self.id, delivery_lease)
         ) is not None:
             await self.process_delivery(row)
         while self._slots.value > 0:
@@ -61,6 +80,16 @@ class Worker:
                 break
             await self._slots.acquire()
             tg.start_soon(self._drive_slot, run)
+
+    def _maybe_prune(self) -> None:
+        """Drop finished deliveries (payloads up to 25 MB each) after a week."""
+        now = time.monotonic()
+        if now - self._last_prune < PRUNE_EVERY_S:
+            return
+        self._last_prune = now
+        removed = self.svc.store.prune_deliveries(datetime.now(UTC) - DELIVERY_RETENTION)
+        if removed:
+            log.info("deliveries.pruned", removed=removed)
 
     async def _drive_slot(self, run: RunRow) -> None:
         try:
@@ -81,15 +110,19 @@ class Worker:
             await self._process_delivery(row)
 
     async def _process_delivery(self, row: DeliveryRow) -> None:
+        state, error = "failed", None
         try:
             state = await self.intake.handle(row)
-            self.svc.store.finish_delivery(row.delivery_id, state)  # type: ignore[arg-type]
         except BotError as exc:
             log.warning("delivery.failed", error=exc.code, detail=str(exc))
-            self.svc.store.finish_delivery(row.delivery_id, "failed", exc.code)
+            error = exc.code
         except Exception:
             log.exception("delivery.crashed")
-            self.svc.store.finish_delivery(row.delivery_id, "failed", "internal_error")
+            error = "internal_error"
+        try:
+            self.svc.store.finish_delivery(row.delivery_id, state, error)  # type: ignore[arg-type]
+        except BotError as exc:  # the lease lapses and the delivery is retried
+            log.warning("delivery.finish_failed", error=exc.code)
 
     async def drive(self, run: RunRow) -> None:
         with bound_contextvars(
@@ -98,21 +131,53 @@ class Worker:
             await self._drive(run)
 
     async def _drive(self, run: RunRow) -> None:
-        svc, lease = self.svc, self.svc.settings.lease_s
-        assert run.installation_id is not None
-        gh = await svc.gateway.installation(run.installation_id)
+        svc = self.svc
+        if run.installation_id is None or run.attempts > MAX_ATTEMPTS:
+            # A run that keeps killing its workers (or has nowhere to post) must
+            # not be resumed forever: end it first, tell GitHub if it can.
+            log.error("run.poisoned", attempts=run.attempts)
+            svc.store.release_run(run.id, self.id, "failed", error_class="too_many_attempts")
+            if run.installation_id is not None:
+                with contextlib.suppress(BotError):
+                    gh = await svc.gateway.installation(run.installation_id)
+                    await self._finisher(gh, run).failed_notice(
+                        "too_many_attempts", "The debate failed repeatedly."
+                    )
+            return
+        try:
+            gh = await svc.gateway.installation(run.installation_id)
+            spec = run.debate_spec()
+        except BotError as exc:
+            # Uninstalled app, deleted repo, undecodable spec: nothing to resume.
+            log.warning("run.unstartable", error=exc.code, detail=str(exc))
+            svc.store.release_run(run.id, self.id, "failed", error_class=exc.code)
+            return
+        await self._drive_with(gh, run, spec)
+
+    def _finisher(self, gh: InstallationClient, run: RunRow) -> Finisher:
         thread = Thread(
             run.repo, run.issue_number, review_comment_id=run.trigger.get("review_thread")
         )
-        publisher = Publisher(gh, svc.store, run.id, thread, resumed=run.attempts > 1)
-        finisher = Finisher(svc, gh, run, publisher)
-        spec = run.debate_spec()
+        publisher = Publisher(gh, self.svc.store, run.id, thread, resumed=run.attempts > 1)
+        return Finisher(self.svc, gh, run, publisher)
+
+    async def _drive_with(self, gh: InstallationClient, run: RunRow, spec: DebateSpec) -> None:
+        svc, lease = self.svc, self.svc.settings.lease_s
+        finisher = self._finisher(gh, run)
         lost = anyio.Event()
 
         async def renew() -> None:
+            failures = 0
             while True:
                 await anyio.sleep(lease / 3)
-                ok = await anyio.to_thread.run_sync(svc.store.renew_lease, run.id, self.id, lease)
+                try:
+                    ok = await anyio.to_thread.run_sync(
+                        svc.store.renew_lease, run.id, self.id, lease
+                    )
+                    failures = 0
+                except BotError:  # a blip: two more tries before the lease can lapse
+                    failures += 1
+                    ok = failures < 3
                 if not ok:
                     lost.set()
                     return
@@ -144,12 +209,9 @@ class Worker:
                 ms=turn.usage.latency_ms,
             )
 
-        if run.attempts > MAX_ATTEMPTS:
-            # A run that keeps killing its workers must not be resumed forever.
-            log.error("run.poisoned", attempts=run.attempts)
-            await finisher.failed("too_many_attempts", "The debate failed repeatedly.", self.id)
-            return
-        driver = RunDriver(svc.store, svc.router, publisher, run, spec, check_alive, on_turn)
+        driver = RunDriver(
+            svc.store, svc.router, finisher.publisher, run, spec, check_alive, on_turn
+        )
         outcome: Outcome | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(renew)

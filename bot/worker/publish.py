@@ -48,19 +48,21 @@ class Publisher:
     _listed: dict[str, int] | None = field(default=None, init=False)
 
     async def _existing_by_listing(self, marker_line: str) -> int | None:
+        """One listing of the thread per resumed run: the bot's own comments by marker.
+        Comments by anyone else are never adopted, whatever marker they carry."""
         if self._listed is None:
-            if self.thread.review_comment_id is not None:
-                items = await self.gh.list_review_comments(
-                    self.thread.repo, self.thread.issue_number
-                )
-                pairs = [(int(c["id"]), str(c.get("body") or "")) for c in items]
+            t = self.thread
+            if t.review_comment_id is not None:
+                items = await self.gh.list_review_comments(t.repo, t.issue_number)
             else:
-                pairs = await self.gh.list_comments(self.thread.repo, self.thread.issue_number)
+                items = await self.gh.list_comments(t.repo, t.issue_number)
+            me = await self.gh.bot_login()
             listed: dict[str, int] = {}
-            for comment_id, body in pairs:
+            for c in items:
+                body = str(c.get("body") or "")
                 first = body.split("\n", 1)[0].strip()
-                if parse_marker(first) is not None:
-                    listed.setdefault(first, comment_id)
+                if (c.get("user") or {}).get("login") == me and parse_marker(first) is not None:
+                    listed.setdefault(first, int(c["id"]))
             self._listed = listed
         return self._listed.get(marker_line)
 

@@ -42,7 +42,7 @@ from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, RunRow
 from bot.worker.intake import Intake, Origin, Services, load_config
 from bot.worker.publish import Publisher
-from bot.worker.specs import Subject
+from bot.worker.specs import Overrides, Subject
 
 log = get_logger(__name__)
 
@@ -88,17 +88,19 @@ def matches(path: str, patterns: Iterable[str]) -> bool:
 # --- one review -----------------------------------------------------------------------
 
 
-def _overrides(plan: Plan) -> dict[str, object]:
+def _overrides(plan: Plan) -> Overrides:
     keys = set(plan.frontmatter_keys)
-    ov: dict[str, object] = {
-        k: getattr(plan, k) for k in ("rounds", "response_scale", "synthesizer") if k in keys
-    }
-    if "personas" in keys and plan.personas:
-        ov["personas"] = tuple(
+    return Overrides(
+        rounds=plan.rounds if "rounds" in keys else None,
+        response_scale=plan.response_scale if "response_scale" in keys else None,
+        synthesizer=plan.synthesizer if "synthesizer" in keys else None,
+        personas=tuple(
             PersonaSpec(p.name, p.perspective, p.model or "", tuple(p.fallbacks))
             for p in plan.personas
         )
-    return ov
+        if "personas" in keys
+        else (),
+    )
 
 
 async def _read_ref_files(

@@ -6,13 +6,24 @@ from dataclasses import dataclass
 
 from bot.commands.parser import Command
 from bot.config import RepoConfig, Settings
+from bot.debate.protocol import next_step
 from bot.debate.types import ArbitrationContext, ContextFile, DebateSpec, Mode, PersonaSpec
-from bot.errors import ConfigError
+from bot.errors import ConfigError, ProtocolError
 
 NO_MODEL = (
     "No model is configured. Set `judge` and `personas` (or `models`) in "
     "`.github/debate.yml`, or ask the operator to set DEBATE_BOT_DEFAULT_MODEL."
 )
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """A plan file's frontmatter: wins over the repo config for that run."""
+
+    rounds: int | None = None
+    response_scale: float | None = None
+    synthesizer: str | None = None
+    personas: tuple[PersonaSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -54,14 +65,12 @@ def build_spec(
     available_providers: frozenset[str],
     run_id: str,
     arbitration: ArbitrationContext | None = None,
-    overrides: dict[str, object] | None = None,
+    overrides: Overrides | None = None,
 ) -> DebateSpec:
-    """``overrides`` carries a plan file's frontmatter (rounds, response_scale,
-    synthesizer, personas), which wins over the repo config for that run."""
-    personas = _personas(command, config)
-    ov = overrides or {}
-    if isinstance(ov.get("personas"), tuple) and ov["personas"]:
-        personas = ov["personas"]  # type: ignore[assignment]
+    """Raises ConfigError (a message for the user) when no model is configured or
+    the personas don't fit the mode, before any run exists."""
+    ov = overrides or Overrides()
+    personas = ov.personas or _personas(command, config)
     models = list(command.models) or list(config.models) or list(settings.default_models)
     if command.models and personas:
         personas = tuple(
@@ -73,18 +82,17 @@ def build_spec(
         models = [settings.default_model]
     if not judge and not any(p.model for p in personas):
         raise ConfigError(NO_MODEL)
-    rounds = command.rounds or int(ov.get("rounds", config.rounds))  # type: ignore[call-overload]
-    return DebateSpec(
+    spec = DebateSpec(
         mode=mode,
         title=subject.title,
         subject=subject.text,
         subject_truncated=subject.truncated,
         personas=personas,
         judge=judge,
-        rounds=rounds,
+        rounds=command.rounds or ov.rounds or config.rounds,
         turn_order="alternating" if command.alternating else config.turn_order,
-        response_scale=float(ov.get("response_scale", config.response_scale)),  # type: ignore[arg-type]
-        synthesizer=str(ov.get("synthesizer", config.synthesizer)),
+        response_scale=ov.response_scale or config.response_scale,
+        synthesizer=ov.synthesizer or config.synthesizer,
         context_files=subject.context_files,
         warnings=subject.warnings,
         max_tokens=config.max_tokens_per_run,
@@ -97,3 +105,8 @@ def build_spec(
         seed=run_id,
         default_models=tuple(models),
     )
+    try:
+        next_step(spec, ())  # the engine's own checks (persona count, names, rounds)
+    except ProtocolError as exc:
+        raise ConfigError(f"{exc}.") from exc
+    return spec

@@ -843,6 +843,32 @@ class FakeGitHub:
             "updated_at": i.updated_at,
         }
 
+    def _check_app_jwt(self, request: Request) -> None:
+        """Authenticate the app itself: an RS256 JWT signed with the app's key."""
+        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not credential:
+            raise ApiError(401, "A JSON web token could not be decoded")
+        try:
+            claims = jwt.decode(
+                credential.strip(),
+                self._public_key,
+                algorithms=["RS256"],
+                options={"require": ["iat", "exp", "iss"], "verify_iss": False},
+            )
+        except jwt.ExpiredSignatureError:
+            raise ApiError(
+                401,
+                "'Expiration time' claim ('exp') must be a numeric value "
+                "representing the future time at which the assertion "
+                "expires",
+            ) from None
+        except jwt.PyJWTError:
+            raise ApiError(401, "A JSON web token could not be decoded") from None
+        if str(claims["iss"]) != str(self.app_id):
+            raise ApiError(401, "Integration not found")
+        if int(claims["exp"]) - int(claims["iat"]) > 600:
+            raise ApiError(401, "'Expiration time' claim ('exp') is too far in the future")
+
     def _comment_json(self, c: Comment) -> dict[str, Any]:
         return {
             "id": c.id,
@@ -1033,31 +1059,16 @@ class FakeGitHub:
 
         # -- apps ----------------------------------------------------------
 
+        @app.get(P + "/app")
+        async def get_app(request: Request) -> JSONResponse:
+            self._check_app_jwt(request)
+            return JSONResponse(
+                {"id": self.app_id, "slug": self.app_slug, "name": self.app_slug}
+            )
+
         @app.post(P + "/app/installations/{installation_id:int}/access_tokens")
         async def create_token(installation_id: int, request: Request) -> JSONResponse:
-            scheme, _, credential = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not credential:
-                raise ApiError(401, "A JSON web token could not be decoded")
-            try:
-                claims = jwt.decode(
-                    credential.strip(),
-                    self._public_key,
-                    algorithms=["RS256"],
-                    options={"require": ["iat", "exp", "iss"], "verify_iss": False},
-                )
-            except jwt.ExpiredSignatureError:
-                raise ApiError(
-                    401,
-                    "'Expiration time' claim ('exp') must be a numeric value "
-                    "representing the future time at which the assertion "
-                    "expires",
-                ) from None
-            except jwt.PyJWTError:
-                raise ApiError(401, "A JSON web token could not be decoded") from None
-            if str(claims["iss"]) != str(self.app_id):
-                raise ApiError(401, "Integration not found")
-            if int(claims["exp"]) - int(claims["iat"]) > 600:
-                raise ApiError(401, "'Expiration time' claim ('exp') is too far in the future")
+            self._check_app_jwt(request)
             with lock:
                 if installation_id not in self._installations:
                     raise not_found()
