@@ -75,9 +75,11 @@ def _ignore_reason(event: str, payload: dict[str, Any]) -> str | None:
 
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise WebhookError(f"payload larger than {limit} bytes", status=413)
-    chunks: list[bytes] = []
+    if declared is not None and declared.isdigit():
+        if int(declared) > limit:
+            raise WebhookError(f"payload larger than {limit} bytes", status=413)
+        return await request.body()  # bounded by the declared length
+    chunks: list[bytes] = []  # chunked upload: count as it arrives
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
