@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 import httpx
@@ -11,14 +9,11 @@ import httpx
 from bot.debate.types import Prompt, Usage
 from bot.errors import ModelError
 from bot.llm.base import Completion, approx_tokens
+from bot.llm.http import HttpProvider, count
 from bot.llm.pricing import estimate_cost
-from bot.llm.retry import RetryPolicy, post_json
+from bot.llm.retry import RetryPolicy
 
 ANTHROPIC_VERSION = "2023-06-01"
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def messages_url(base_url: str) -> str:
@@ -57,7 +52,7 @@ def request_body(model: str, prompt: Prompt, max_output_tokens: int) -> dict[str
     return body
 
 
-class AnthropicProvider:
+class AnthropicProvider(HttpProvider):
     def __init__(
         self,
         *,
@@ -68,30 +63,21 @@ class AnthropicProvider:
         max_concurrency: int,
         name: str = "anthropic",
     ) -> None:
-        self._url = messages_url(base_url)
-        self._api_key = api_key
-        self._client = client
-        self._policy = policy
-        self._slots = asyncio.Semaphore(max_concurrency)
-        self._name = name
+        super().__init__(
+            url=messages_url(base_url),
+            api_key=api_key,
+            client=client,
+            policy=policy,
+            max_concurrency=max_concurrency,
+            name=name,
+        )
 
     async def generate(self, model: str, prompt: Prompt, max_output_tokens: int) -> Completion:
-        headers = {"anthropic-version": ANTHROPIC_VERSION, "content-type": "application/json"}
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
         if self._api_key:
             headers["x-api-key"] = self._api_key
-        label = f"{self._name}/{model}"
-        started = time.monotonic()
-        data = await post_json(
-            self._client,
-            self._url,
-            headers=headers,
-            body=request_body(model, prompt, max_output_tokens),
-            policy=self._policy,
-            slots=self._slots,
-            label=label,
-            secrets=(self._api_key,) if self._api_key else (),
-        )
-        latency_ms = int((time.monotonic() - started) * 1000)
+        body = request_body(model, prompt, max_output_tokens)
+        data, latency_ms, label = await self._post(model, body, headers)
         text = self._text(data, label)
         return Completion(text=text, usage=self._usage(data, model, prompt, text, latency_ms))
 
@@ -115,10 +101,10 @@ class AnthropicProvider:
     ) -> Usage:
         raw = data.get("usage")
         if isinstance(raw, dict):
-            fresh = _count(raw.get("input_tokens"))
-            read = _count(raw.get("cache_read_input_tokens"))
-            written = _count(raw.get("cache_creation_input_tokens"))
-            output = _count(raw.get("output_tokens"))
+            fresh = count(raw.get("input_tokens"))
+            read = count(raw.get("cache_read_input_tokens"))
+            written = count(raw.get("cache_creation_input_tokens"))
+            output = count(raw.get("output_tokens"))
         else:
             # Compatible proxies may omit usage; estimate rather than report zero.
             fresh = approx_tokens(prompt.system + prompt.prefix + prompt.suffix)

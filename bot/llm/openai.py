@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -12,12 +10,9 @@ import httpx
 from bot.debate.types import Prompt, Usage
 from bot.errors import ModelError
 from bot.llm.base import Completion, approx_tokens
+from bot.llm.http import HttpProvider, count
 from bot.llm.pricing import estimate_cost
-from bot.llm.retry import RetryPolicy, post_json
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+from bot.llm.retry import RetryPolicy
 
 
 def _message_text(message: object) -> str | None:
@@ -35,9 +30,7 @@ def _message_text(message: object) -> str | None:
     return None
 
 
-class OpenAIProvider:
-    """One OpenAI-compatible endpoint; its semaphore bounds in-flight requests to it."""
-
+class OpenAIProvider(HttpProvider):
     def __init__(
         self,
         *,
@@ -48,12 +41,14 @@ class OpenAIProvider:
         max_concurrency: int,
         name: str = "openai",
     ) -> None:
-        self._url = base_url.rstrip("/") + "/chat/completions"
-        self._api_key = api_key
-        self._client = client
-        self._policy = policy
-        self._slots = asyncio.Semaphore(max_concurrency)
-        self._name = name
+        super().__init__(
+            url=base_url.rstrip("/") + "/chat/completions",
+            api_key=api_key,
+            client=client,
+            policy=policy,
+            max_concurrency=max_concurrency,
+            name=name,
+        )
         # OpenAI's own API wants max_completion_tokens (reasoning models refuse
         # max_tokens); compatible servers widely understand only max_tokens.
         host = urlsplit(base_url).hostname or ""
@@ -68,25 +63,10 @@ class OpenAIProvider:
         # Prefix first: identical bytes across a run's requests, so prefix caches hit.
         messages.append({"role": "user", "content": prompt.prefix + prompt.suffix})
         body = {"model": model, "messages": messages, self._max_tokens_field: max_output_tokens}
-        headers = {"content-type": "application/json"}
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        label = f"{self._name}/{model}"
-        started = time.monotonic()
-        data = await post_json(
-            self._client,
-            self._url,
-            headers=headers,
-            body=body,
-            policy=self._policy,
-            slots=self._slots,
-            label=label,
-            secrets=(self._api_key,) if self._api_key else (),
-        )
-        latency_ms = int((time.monotonic() - started) * 1000)
+        headers = {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        data, latency_ms, label = await self._post(model, body, headers)
         text = self._text(data, label)
-        usage = self._usage(data, model, prompt, text, latency_ms)
-        return Completion(text=text, usage=usage)
+        return Completion(text=text, usage=self._usage(data, model, prompt, text, latency_ms))
 
     @staticmethod
     def _text(data: dict[str, Any], label: str) -> str:
@@ -104,12 +84,12 @@ class OpenAIProvider:
     ) -> Usage:
         raw = data.get("usage")
         if isinstance(raw, dict) and "prompt_tokens" in raw:
-            input_tokens = _count(raw.get("prompt_tokens"))
-            output_tokens = _count(raw.get("completion_tokens"))
+            input_tokens = count(raw.get("prompt_tokens"))
+            output_tokens = count(raw.get("completion_tokens"))
             details = raw.get("prompt_tokens_details")
-            cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+            cached = count(details.get("cached_tokens")) if isinstance(details, dict) else 0
             # DeepSeek's spelling of the same figure.
-            cached = cached or _count(raw.get("prompt_cache_hit_tokens"))
+            cached = cached or count(raw.get("prompt_cache_hit_tokens"))
         else:
             # Some local servers omit usage; estimate rather than report zero.
             input_tokens = approx_tokens(prompt.system + prompt.prefix + prompt.suffix)

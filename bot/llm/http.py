@@ -1,0 +1,56 @@
+"""What every HTTP provider shares: its endpoint, client, retry policy, slots,
+and one timed, retried JSON POST."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+
+from bot.llm.retry import RetryPolicy, post_json
+
+
+def count(value: object) -> int:
+    """A token count from a usage block; anything odd counts as 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+class HttpProvider:
+    """One endpoint; its semaphore bounds the requests in flight to it."""
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        api_key: str | None,
+        client: httpx.AsyncClient,
+        policy: RetryPolicy,
+        max_concurrency: int,
+        name: str,
+    ) -> None:
+        self._url = url
+        self._api_key = api_key
+        self._client = client
+        self._policy = policy
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self._name = name
+
+    async def _post(
+        self, model: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[dict[str, Any], int, str]:
+        """(response JSON, latency in ms, label for errors and logs)."""
+        label = f"{self._name}/{model}"
+        started = time.monotonic()
+        data = await post_json(
+            self._client,
+            self._url,
+            headers={"content-type": "application/json", **headers},
+            body=body,
+            policy=self._policy,
+            slots=self._slots,
+            label=label,
+            secrets=(self._api_key,) if self._api_key else (),
+        )
+        return data, int((time.monotonic() - started) * 1000), label
