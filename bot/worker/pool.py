@@ -27,6 +27,7 @@ log = get_logger(__name__)
 
 MAX_ATTEMPTS = 5  # claims of one run (crashes, expired leases) before it is failed
 DELIVERY_LEASE_S = 300.0
+INTAKE_CONCURRENCY = 4
 DELIVERY_RETENTION = timedelta(days=7)
 PRUNE_EVERY_S = 3600.0
 
@@ -42,6 +43,7 @@ class Worker:
         self.intake = Intake(svc)
         self._wake = anyio.Event()
         self._slots = anyio.Semaphore(max(1, svc.settings.worker_concurrency))
+        self._intake_slots = anyio.Semaphore(INTAKE_CONCURRENCY)
         self._last_prune = -PRUNE_EVERY_S
 
     def wake(self) -> None:
@@ -70,10 +72,13 @@ class Worker:
         # Intake may wait on GitHub's rate limits; a long lease keeps a second
         # worker from processing the same delivery meanwhile.
         delivery_lease = max(lease, DELIVERY_LEASE_S)
-        while (
-            row := await anyio.to_thread.run_sync(store.claim_delivery, self.id, delivery_lease)
-        ) is not None:
-            await self.process_delivery(row)
+        # Deliveries run side by side (each may wait on GitHub), a few at a time.
+        while self._intake_slots.value > 0:
+            row = await anyio.to_thread.run_sync(store.claim_delivery, self.id, delivery_lease)
+            if row is None:
+                break
+            await self._intake_slots.acquire()
+            tg.start_soon(self._intake_slot, row)
         while self._slots.value > 0:
             run = await anyio.to_thread.run_sync(store.claim_run, self.id, lease)
             if run is None:
@@ -90,6 +95,12 @@ class Worker:
         removed = self.svc.store.prune_deliveries(datetime.now(UTC) - DELIVERY_RETENTION)
         if removed:
             log.info("deliveries.pruned", removed=removed)
+
+    async def _intake_slot(self, row: DeliveryRow) -> None:
+        try:
+            await self.process_delivery(row)
+        finally:
+            self._intake_slots.release()
 
     async def _drive_slot(self, run: RunRow) -> None:
         try:
