@@ -6,11 +6,11 @@ worker; the route only touches the request and one INSERT.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from bot.app.ingest import DeliveryWriter
@@ -31,6 +31,8 @@ HANDLED: dict[str, frozenset[str]] = {
     "pull_request_review_comment": frozenset({"created"}),
 }
 
+
+WEBHOOK_PATH = "/api/github/webhooks"
 
 # Objects the worker reads from each handled event; a delivery without them is malformed.
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -89,15 +91,15 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def webhook_router(
+def webhook_endpoint(
     settings: Settings, writer: DeliveryWriter, metrics: Metrics, wake: Callable[[], None]
-) -> APIRouter:
-    router = APIRouter()
+) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """A plain ASGI endpoint: it takes no parameters FastAPI would need to solve,
+    and this is the one route whose per-request cost matters."""
     secret = (
         settings.webhook_secret.get_secret_value().encode() if settings.webhook_secret else None
     )
 
-    @router.post("/api/github/webhooks")
     async def receive(request: Request) -> JSONResponse:
         event = request.headers.get("x-github-event", "")
         try:
@@ -159,4 +161,4 @@ def webhook_router(
         wake()
         return _reply(202, "queued")
 
-    return router
+    return receive
