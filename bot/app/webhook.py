@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 from fastapi import Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from bot.app.ingest import DeliveryWriter
 from bot.app.metrics import Metrics
@@ -47,6 +47,15 @@ KNOWN_EVENTS = frozenset({*HANDLED, "ping", "installation", "installation_reposi
 def _event_label(event: str) -> str:
     """A bounded metric label: the header of a rejected request is anyone's text."""
     return event if event in KNOWN_EVENTS else "other"
+
+
+# The two answers of the hot path, encoded once.
+_QUEUED = b'{"status":"queued"}'
+_DUPLICATE = b'{"status":"duplicate"}'
+
+
+def _accepted(body: bytes) -> Response:
+    return Response(body, status_code=202, media_type="application/json")
 
 
 def _reply(status: int, result: str, **extra: Any) -> JSONResponse:
@@ -93,14 +102,14 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 def webhook_endpoint(
     settings: Settings, writer: DeliveryWriter, metrics: Metrics, wake: Callable[[], None]
-) -> Callable[[Request], Awaitable[JSONResponse]]:
+) -> Callable[[Request], Awaitable[Response]]:
     """A plain ASGI endpoint: it takes no parameters FastAPI would need to solve,
     and this is the one route whose per-request cost matters."""
     secret = (
         settings.webhook_secret.get_secret_value().encode() if settings.webhook_secret else None
     )
 
-    async def receive(request: Request) -> JSONResponse:
+    async def receive(request: Request) -> Response:
         event = request.headers.get("x-github-event", "")
         try:
             if secret is None:
@@ -150,7 +159,7 @@ def webhook_endpoint(
             return _reply(503, "rejected", reason="the delivery store is unavailable; retry")
         if not inserted:
             metrics.deliveries.labels(event, "duplicate").inc()
-            return _reply(202, "duplicate")
+            return _accepted(_DUPLICATE)
         metrics.deliveries.labels(event, "queued").inc()
         log.debug(
             "webhook.queued",
@@ -159,6 +168,6 @@ def webhook_endpoint(
             installation=payload["installation"]["id"],
         )
         wake()
-        return _reply(202, "queued")
+        return _accepted(_QUEUED)
 
     return receive
