@@ -240,13 +240,26 @@ async def test_missing_issue_is_404_without_token_in_message(fake, gateway):
 async def test_secondary_limits_and_5xx_are_retried(fake, gateway, ftime):
     fake.add_issue(REPO, title="t")
     gh = await gateway.installation(INSTALLATION)
+    cid = await gh.create_comment(REPO, 1, "first")
     fake.inject_faults(script=["secondary", 502, "secondary429", 500, None], retry_after=1)
-    cid = await gh.create_comment(REPO, 1, "made it")
+    await gh.update_comment(REPO, cid, "made it")
     # Retry-After: 1, then backoff 2 s (attempt 2), Retry-After again, backoff 8 -> capped at 5.
     assert ftime.sleeps == [1.0, 2.0, 1.0, 5.0]
-    assert [c["id"] for c in fake.comments(REPO, 1)] == [cid]  # faults had no side effects
-    statuses = [r.status for r in fake.requests if r.route == COMMENTS_ROUTE]
-    assert statuses == [403, 502, 429, 500, 201]
+    assert [c["body"] for c in fake.comments(REPO, 1)] == ["made it"]
+    statuses = [r.status for r in fake.requests if r.method == "PATCH"]
+    assert statuses == [403, 502, 429, 500, 200]
+
+
+async def test_a_create_is_never_blindly_repeated_after_a_5xx(fake, gateway, ftime):
+    """GitHub may have created the comment before failing; the caller checks first."""
+    fake.add_issue(REPO, title="t")
+    gh = await gateway.installation(INSTALLATION)
+    fake.inject_faults(script=["secondary", "lost502"], retry_after=1)
+    with pytest.raises(GitHubError) as err:
+        await gh.create_comment(REPO, 1, "maybe")
+    assert err.value.status == 502
+    assert ftime.sleeps == [1.0]  # the refused request was retried, the lost one not
+    assert [c["body"] for c in fake.comments(REPO, 1)] == ["maybe"]
 
 
 async def test_waits_longer_than_the_cap_are_not_taken(fake, gateway, ftime):
@@ -282,11 +295,15 @@ async def test_persistent_5xx_gives_up_after_bounded_attempts(fake, gateway, fti
 
 async def test_random_faults_on_every_route_still_complete(fake, gateway):
     fake.add_issue(REPO, title="t")
-    fake.inject_faults(rate=0.3, seed=7, retry_after=0)
     gh = await gateway.installation(INSTALLATION)
     ids = [await gh.create_comment(REPO, 1, f"c{i}") for i in range(15)]
-    assert [c["id"] for c in fake.comments(REPO, 1)] == ids
-    assert fake.count(status=201) >= 16  # 15 comments + the token
+    fake.inject_faults(rate=0.3, seed=7, retry_after=0)
+    for i, cid in enumerate(ids):
+        await gh.update_comment(REPO, cid, f"edited {i}")
+        await gh.add_labels(REPO, 1, [f"l{i}"])
+        assert (await gh.get_issue(REPO, 1))["title"] == "t"
+    assert [c["body"] for c in fake.comments(REPO, 1)] == [f"edited {i}" for i in range(15)]
+    assert len(fake.labels(REPO, 1)) == 15
     assert (
         fake.count(status=403)
         + fake.count(status=500)
@@ -526,14 +543,14 @@ async def test_branch_file_and_pull_creation(fake, gateway):
 async def test_on_request_counts_every_attempt_by_route(fake, gateway, calls):
     fake.add_issue(REPO, title="t")
     gh = await gateway.installation(INSTALLATION)
-    fake.inject_faults(script=[500], retry_after=0)
     cid = await gh.create_comment(REPO, 1, "x")
+    fake.inject_faults(script=[500], retry_after=0)
     await gh.update_comment(REPO, cid, "y")
     await gh.get_issue(REPO, 1)
     assert calls == [
         ("POST", TOKEN_ROUTE, 201),
-        ("POST", COMMENTS_ROUTE, 500),
         ("POST", COMMENTS_ROUTE, 201),
+        ("PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}", 500),
         ("PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}", 200),
         ("GET", "/repos/{owner}/{repo}/issues/{issue_number}", 200),
     ]

@@ -94,3 +94,17 @@ async def test_resumed_run_never_adopts_a_forged_marker_comment(world) -> None:
     assert comments[forged]["body"] == f"{marker}\nI won"  # untouched
     [ours] = [c for c in comments.values() if c["user"] == "debate-bot[bot]"]
     assert ours["body"] == f"{marker}\nthe real verdict"
+
+
+async def test_a_create_lost_behind_a_502_is_found_not_repeated(world) -> None:
+    github, settings, store, number = world
+    github.inject_faults(
+        script=["lost502"],
+        applies_to=lambda method, route: method == "POST" and route.endswith("/comments"),
+    )
+    async with GitHubGateway(settings) as gateway:
+        gh = await gateway.installation(INSTALLATION)
+        await Publisher(gh, store, "run1", Thread(REPO, number)).upsert("verdict", "once")
+    comments = github.comments(REPO, number)
+    assert [c["body"] for c in comments] == ["<!-- debate-bot:verdict run=run1 -->\nonce"]
+    assert store.comment_id("run1", "<!-- debate-bot:verdict run=run1 -->") is not None

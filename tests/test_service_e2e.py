@@ -191,7 +191,8 @@ def test_run_survives_flaky_github(harness: Harness) -> None:
     h.github.inject_faults(
         rate=0.2,
         seed=7,
-        kinds=("secondary", 500, 502, 503),
+        # lost502: GitHub acted, but the answer was lost; a blind retry would duplicate.
+        kinds=("secondary", 500, 502, 503, "lost502"),
         retry_after=0,
         applies_to=lambda method, route: "access_tokens" not in route,
     )
@@ -204,6 +205,7 @@ def test_run_survives_flaky_github(harness: Harness) -> None:
     markers = bot_markers(h, number)
     assert len(markers) == len(set(markers))
     assert any("debate-bot:verdict" in m for m in markers)
+    assert any(r.status == 502 for r in h.github.requests)
 
 
 def test_hostile_model_output_never_reaches_github(harness: Harness) -> None:

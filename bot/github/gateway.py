@@ -363,6 +363,10 @@ class GitHubGateway:
                     refreshed = True
                     self._tokens.invalidate(installation_id or 0, token)
                     raise _Retry(0.0, error) from None
+                if raw.status_code >= 500 and not replay_safe:
+                    # GitHub may have created the object before failing: the caller
+                    # checks before trying again (see bot/worker/publish.py).
+                    raise error from None
                 decision = decide(
                     status=raw.status_code,
                     headers=raw.headers,
@@ -456,14 +460,17 @@ class InstallationClient:
         *,
         write: bool = False,
         ok_statuses: Iterable[int] = (),
+        replay_safe: bool | None = None,
     ) -> Response[Any]:
+        """``replay_safe``: repeating the call after an unclear failure (5xx, a
+        dropped connection) cannot create a second object. Default: all but POST."""
         return await self._gw._send(
             method,
             route,
             op,
             installation_id=self.installation_id,
             write=write,
-            replay_safe=method != "POST",
+            replay_safe=method != "POST" if replay_safe is None else replay_safe,
             ok_statuses=ok_statuses,
         )
 
@@ -508,7 +515,8 @@ class InstallationClient:
                 headers=h,
             )
 
-        response = await self._call("POST", f"graphql:{kind}", op, write=write)
+        # Queries, and a resolve mutation that is a no-op the second time.
+        response = await self._call("POST", f"graphql:{kind}", op, write=write, replay_safe=True)
         payload = _json_dict(response)
         errors = payload.get("errors")
         if errors:
@@ -671,6 +679,7 @@ class InstallationClient:
                     owner, name, comment_id, data=data, headers=h
                 ),
                 write=True,
+                replay_safe=True,  # GitHub answers 200 for a repeat
             )
         else:
             await self._call(
@@ -680,6 +689,7 @@ class InstallationClient:
                     owner, name, comment_id, data=data, headers=h
                 ),
                 write=True,
+                replay_safe=True,  # GitHub answers 200 for a repeat
             )
 
     async def add_issue_reaction(self, repo: str, issue_number: int, content: str) -> None:
@@ -693,6 +703,7 @@ class InstallationClient:
                 owner, name, issue_number, data=data, headers=h
             ),
             write=True,
+            replay_safe=True,  # GitHub answers 200 for a repeat
         )
 
     # -- labels and issues ---------------------------------------------------
@@ -709,6 +720,7 @@ class InstallationClient:
                 owner, name, issue_number, labels=wanted, headers=h
             ),
             write=True,
+            replay_safe=True,  # GitHub answers 200 for a repeat
         )
 
     async def remove_label(self, repo: str, issue_number: int, label: str) -> None:

@@ -2,9 +2,10 @@
 
 A comment is found again by its marker line: first through the store (no GitHub
 call), and — only for a resumed run, where a crash may have fallen between
-posting a comment and recording it — by one listing of the thread. So a
-re-render after a crash edits the comment instead of duplicating it, and the
-happy path makes no list call.
+posting a comment and recording it — by one listing of the thread. A create
+that fails unclearly (5xx, dropped connection) is checked the same way before it
+is tried again. So a re-render after a crash edits the comment instead of
+duplicating it, and the happy path makes no list call.
 """
 
 from __future__ import annotations
@@ -13,11 +14,15 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Literal
 
+import anyio
+
+from bot.errors import GitHubError
 from bot.github.gateway import InstallationClient
 from bot.github.markers import parse_marker, split_body
 from bot.github.sanitize import sanitize
 from bot.store import RunStore
 
+CREATE_ATTEMPTS = 3
 MarkerKind = Literal["round", "verdict", "status", "aborted", "proposal-link"]
 
 
@@ -47,10 +52,10 @@ class Publisher:
     resumed: bool = False  # a previous attempt may have posted without recording
     _listed: dict[str, int] | None = field(default=None, init=False)
 
-    async def _existing_by_listing(self, marker_line: str) -> int | None:
+    async def _existing_by_listing(self, marker_line: str, *, fresh: bool = False) -> int | None:
         """One listing of the thread per resumed run: the bot's own comments by marker.
         Comments by anyone else are never adopted, whatever marker they carry."""
-        if self._listed is None:
+        if self._listed is None or fresh:
             t = self.thread
             if t.review_comment_id is not None:
                 items = await self.gh.list_review_comments(t.repo, t.issue_number)
@@ -94,6 +99,24 @@ class Publisher:
         return first_id
 
     async def _create(self, body: str) -> int:
+        """Create a comment exactly once, even when GitHub fails unclearly (5xx, a
+        dropped connection) after it may already have created it."""
+        marker_line = body.split("\n", 1)[0].strip()
+        for attempt in range(CREATE_ATTEMPTS):
+            try:
+                return await self._create_once(body)
+            except GitHubError as exc:
+                if exc.status is not None and exc.status < 500:
+                    raise
+                found = await self._existing_by_listing(marker_line, fresh=True)
+                if found is not None:
+                    return found
+                if attempt == CREATE_ATTEMPTS - 1:
+                    raise
+                await anyio.sleep(2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _create_once(self, body: str) -> int:
         t = self.thread
         if t.review_comment_id is not None:
             return await self.gh.reply_review_comment(

@@ -231,7 +231,8 @@ class Faults:
     every request passes once the script is used up). Otherwise a ``rate``
     fraction of eligible requests fails, drawn from a ``seed``ed generator.
     A kind is ``"secondary"`` (403 + ``Retry-After``), ``"secondary429"``,
-    ``"primary"`` (403, ``x-ratelimit-remaining: 0`` and a reset time) or a 5xx status.
+    ``"primary"`` (403, ``x-ratelimit-remaining: 0`` and a reset time), ``"lost502"``
+    (the request takes effect but the client gets a 502) or a 5xx status.
     """
 
     rate: float = 0.0
@@ -996,6 +997,11 @@ class FakeGitHub:
         if kind is None:
             return
         retry_after = self.faults.retry_after if self.faults is not None else 1
+        if kind == "lost502":
+            # The request takes effect, but the client sees a 502 (a proxy timed
+            # out on the way back): what makes blind retries of a POST duplicate.
+            request.scope.setdefault("state", {})["lose_response"] = True
+            return
         if kind in ("secondary", "secondary429"):
             raise ApiError(
                 403 if kind == "secondary" else 429,
@@ -1675,7 +1681,23 @@ class _Recorder:
                 chunks.append(message.get("body", b""))
             return message
 
+        lost = b'{"message":"Bad Gateway"}'
+
         async def snd(message: Message) -> None:
+            if scope.get("state", {}).get("lose_response"):
+                if message["type"] == "http.response.start":
+                    message = {
+                        "type": "http.response.start",
+                        "status": 502,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(lost)).encode()),
+                        ],
+                    }
+                elif message["type"] == "http.response.body":
+                    if message.get("more_body", False):
+                        return  # swallow the real body
+                    message = {"type": "http.response.body", "body": lost}
             if message["type"] == "http.response.start":
                 self._record(scope, message["status"], b"".join(chunks))
                 headers = list(message.get("headers", []))
