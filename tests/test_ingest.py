@@ -23,9 +23,14 @@ class CountingStore(RunStore):
         return super().record_deliveries(items)
 
 
-@pytest.fixture
-def store(tmp_path: Path):
-    s = CountingStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}")
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path):
+    """SQLite commits on the loop; PostgreSQL from a thread: both must batch."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    else:
+        url = request.getfixturevalue("pg_database")
+    s = CountingStore.from_url(url)
     s.batches = []
     s.migrate()
     yield s
