@@ -30,37 +30,31 @@ def _fail(exc: BotError) -> typer.Exit:
     return typer.Exit(2)
 
 
-@app.command()
-def serve() -> None:
-    """Web server and embedded worker in one process (SQLite by default)."""
+def _run_service(*, web: bool, worker: bool) -> None:
     from bot.service import run_service
 
     try:
-        run_service(_settings(), web=True, worker=True)
+        run_service(_settings(), web=web, worker=worker)
     except ConfigError as exc:
         raise _fail(exc) from None
+
+
+@app.command()
+def serve() -> None:
+    """Web server and embedded worker in one process (SQLite by default)."""
+    _run_service(web=True, worker=True)
 
 
 @app.command()
 def web() -> None:
     """Web server only (scale-out: workers run separately on PostgreSQL)."""
-    from bot.service import run_service
-
-    try:
-        run_service(_settings(), web=True, worker=False)
-    except ConfigError as exc:
-        raise _fail(exc) from None
+    _run_service(web=True, worker=False)
 
 
 @app.command()
 def worker() -> None:
     """Worker only: claims deliveries and runs from the shared database."""
-    from bot.service import run_service
-
-    try:
-        run_service(_settings(), web=False, worker=True)
-    except ConfigError as exc:
-        raise _fail(exc) from None
+    _run_service(web=False, worker=True)
 
 
 @app.command()

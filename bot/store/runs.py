@@ -233,27 +233,43 @@ class RunStore:
             d.state == "pending",
             sa.or_(d.lease_expires_at.is_(None), d.lease_expires_at < now),
         )
+        row = self._claim_oldest(
+            "claim_delivery",
+            deliveries,
+            d.delivery_id,
+            eligible,
+            (d.received_at, d.delivery_id),
+            lease_owner=worker_id,
+            lease_expires_at=now + timedelta(seconds=lease_s),
+            attempts=d.attempts + 1,
+        )
+        return DeliveryRow.from_mapping(row) if row is not None else None
+
+    def _claim_oldest(
+        self,
+        op: str,
+        table: sa.Table,
+        key: sa.Column[Any],
+        eligible: sa.ColumnElement[bool],
+        order: tuple[sa.Column[Any], ...],
+        **values: Any,
+    ) -> Mapping[str, Any] | None:
+        """Lease the oldest eligible row in ONE atomic ``UPDATE … WHERE key =
+        (SELECT … FOR UPDATE SKIP LOCKED) RETURNING``: concurrent workers on
+        PostgreSQL skip each other's rows; on SQLite the statement runs under the
+        database write lock (the FOR UPDATE clause is not rendered there)."""
         pick = (
-            sa.select(d.delivery_id)
+            sa.select(key)
             .where(eligible)
-            .order_by(d.received_at, d.delivery_id)
+            .order_by(*order)
             .limit(1)
             .with_for_update(skip_locked=True)
             .scalar_subquery()
         )
-        stmt = (
-            sa.update(deliveries)
-            .where(d.delivery_id == pick, eligible)
-            .values(
-                lease_owner=worker_id,
-                lease_expires_at=now + timedelta(seconds=lease_s),
-                attempts=d.attempts + 1,
-            )
-            .returning(*deliveries.c)
-        )
-        with self._write("claim_delivery") as conn:
+        stmt = sa.update(table).where(key == pick, eligible).values(**values).returning(*table.c)
+        with self._write(op) as conn:
             row = conn.execute(stmt).mappings().first()
-        return DeliveryRow.from_mapping(row) if row is not None else None
+        return dict(row) if row is not None else None
 
     def finish_delivery(
         self, delivery_id: str, state: DeliveryState, error_class: str | None = None
@@ -405,41 +421,25 @@ class RunStore:
         return RunRow.from_mapping(row) if row is not None else None
 
     def claim_run(self, worker_id: str, lease_s: float) -> RunRow | None:
-        """Lease the oldest queued run, or a running one whose lease expired (resume).
-
-        One atomic ``UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED)
-        RETURNING``: concurrent workers on PostgreSQL skip each other's rows; on
-        SQLite the statement runs under the database write lock (the FOR UPDATE
-        clause is not rendered there).
-        """
+        """Lease the oldest queued run, or a running one whose lease expired (resume)."""
         now = self._now()
         r = runs.c
         eligible = sa.or_(
             r.state == "queued",
             sa.and_(r.state == "running", r.lease_expires_at < now),
         )
-        pick = (
-            sa.select(r.id)
-            .where(eligible)
-            .order_by(r.created_at, r.id)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-            .scalar_subquery()
+        row = self._claim_oldest(
+            "claim_run",
+            runs,
+            r.id,
+            eligible,
+            (r.created_at, r.id),
+            state="running",
+            lease_owner=worker_id,
+            lease_expires_at=now + timedelta(seconds=lease_s),
+            attempts=r.attempts + 1,
+            updated_at=now,
         )
-        stmt = (
-            sa.update(runs)
-            .where(r.id == pick, eligible)
-            .values(
-                state="running",
-                lease_owner=worker_id,
-                lease_expires_at=now + timedelta(seconds=lease_s),
-                attempts=r.attempts + 1,
-                updated_at=now,
-            )
-            .returning(*runs.c)
-        )
-        with self._write("claim_run") as conn:
-            row = conn.execute(stmt).mappings().first()
         return RunRow.from_mapping(row) if row is not None else None
 
     def renew_lease(self, run_id: str, worker_id: str, lease_s: float) -> bool:
