@@ -751,6 +751,30 @@ class InstallationClient:
         )
         return int(_json_dict(response)["number"])
 
+    async def find_own_issue(self, repo: str, marker: str) -> int | None:
+        """The newest issue the app filed whose body carries ``marker`` (one page:
+        it is asked right after filing, or on resuming the run that filed it)."""
+        owner, name = _split(repo)
+        me = await self.bot_login()
+        response = await self._call(
+            "GET",
+            "/repos/{owner}/{repo}/issues",
+            lambda h: self._gh.rest.issues.async_list_for_repo(
+                owner,
+                name,
+                creator=me,
+                state="all",
+                sort="created",
+                direction="desc",
+                per_page=PER_PAGE,
+                headers=h,
+            ),
+        )
+        for issue in _json(response) or []:
+            if isinstance(issue, dict) and marker in str(issue.get("body") or ""):
+                return int(issue["number"])
+        return None
+
     async def get_issue(self, repo: str, number: int) -> dict[str, Any]:
         """The issue as GitHub returns it (``pull_request`` present on PRs)."""
         owner, name = _split(repo)

@@ -79,9 +79,17 @@ class RunDriver:
             turns.append(turn)
             self.on_turn(turn)
 
-        async with anyio.create_task_group() as tg:
-            for i in range(len(batch.requests)):
-                tg.start_soon(one, i)
+        try:
+            async with anyio.create_task_group() as tg:
+                for i in range(len(batch.requests)):
+                    tg.start_soon(one, i)
+        except BaseExceptionGroup as group:
+            # A store or GitHub error in one request: surface it as itself, so the
+            # worker can tell an outage (resume later) from a broken run.
+            first = _first_leaf(group)
+            if isinstance(first, Exception):
+                raise first from group
+            raise
 
     async def _publish_finished_rounds(self, turns: list[Turn], step: Batch | Outcome) -> None:
         pairs = persona_rounds(turns)
@@ -94,6 +102,13 @@ class RunDriver:
             tier, rnd = pair
             body = render_round(self.spec, turns, rnd, tier)
             await self.publisher.upsert("round", body, round=digest_number(pairs, pair))
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def tokens_and_cost(turns: Sequence[Turn]) -> tuple[int, float]:

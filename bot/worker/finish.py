@@ -12,7 +12,7 @@ from bot.github.sanitize import sanitize
 from bot.logs import get_logger
 from bot.store.rows import RunRow
 from bot.worker.intake import Services
-from bot.worker.publish import Publisher
+from bot.worker.publish import Publisher, file_issue_once
 
 log = get_logger(__name__)
 
@@ -79,12 +79,16 @@ class Finisher:
         if self.run.trigger.get("queue"):  # the next run on this PR may start only now
             from bot.worker.queue import continue_queue
 
-            await continue_queue(self.svc, self.gh, self.run)
+            try:
+                await continue_queue(self.svc, self.gh, self.run)
+            except BotError as exc:  # this run is done either way
+                log.warning("queue.continue_failed", run=self.run.id, error=exc.code)
 
     async def failed(self, code: str, sentence: str, worker_id: str) -> None:
         # The stored state comes first: a notice GitHub refuses must not leave the
         # run claimable forever.
-        self.svc.store.release_run(self.run.id, worker_id, "failed", error_class=code)
+        if not self.svc.store.release_run(self.run.id, worker_id, "failed", error_class=code):
+            return  # not ours any more (lease lost, or already finished): say nothing
         try:
             await self.failed_notice(code, sentence)
         except BotError as exc:
@@ -99,7 +103,8 @@ class Finisher:
         await self._close(ok=False)
 
     async def cancelled(self, worker_id: str) -> None:
-        self.svc.store.release_run(self.run.id, worker_id, "cancelled")
+        if not self.svc.store.release_run(self.run.id, worker_id, "cancelled"):
+            return
         try:
             await self.publisher.upsert(
                 "status", "The debate was cancelled. Rounds already posted stay."
@@ -114,13 +119,22 @@ class Finisher:
         record = store.comment_id(self.run.id, PROPOSAL_ISSUE)
         if record is not None:
             return record.comment_id
-        body = f"{outcome.body}\n\n---\nFiled by debate-bot from #{self.run.issue_number}."
+        body = sanitize(
+            f"{outcome.body}\n\n---\nFiled by debate-bot from #{self.run.issue_number}."
+        )
         title = (
             outcome.title
             if outcome.title.startswith("[PROPOSAL]")
             else f"[PROPOSAL] {outcome.title}"
         )
-        number = await self.gh.create_issue(self.run.repo, sanitize(title)[:256], sanitize(body))
+        number = await file_issue_once(
+            self.gh,
+            self.run.repo,
+            sanitize(title)[:256],
+            body,
+            key=self.run.id,
+            resumed=self.run.attempts > 1,
+        )
         store.record_comment(
             self.run.id, PROPOSAL_ISSUE, number, "issue", hashlib.sha256(body.encode()).hexdigest()
         )

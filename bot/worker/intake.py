@@ -32,7 +32,7 @@ from bot.llm.router import ModelRouter
 from bot.logs import get_logger
 from bot.store import RunStore
 from bot.store.rows import ActiveRunExists, DeliveryRow, RunRow
-from bot.worker.publish import Publisher, Thread
+from bot.worker.publish import Publisher, Thread, file_issue_once
 from bot.worker.specs import Overrides, Subject, build_spec
 
 log = get_logger(__name__)
@@ -68,6 +68,7 @@ class Origin:
     thread_root: int | None = None
     delivery_id: str = ""
     labels: tuple[str, ...] = ()  # the issue's labels when the trigger fired
+    retried: bool = False  # this delivery was processed before (crash, redelivery)
 
     def thread(self) -> Thread:
         return Thread(self.repo, self.issue_number)
@@ -156,7 +157,9 @@ class Intake:
             return "ignored"
         gh = await self.svc.gateway.installation(row.installation_id)
         if isinstance(event, IssueCommentEvent) and event.action == "created":
-            origin = Origin.of_issue(event, row.delivery_id, comment_id=event.comment.id)
+            origin = Origin.of_issue(
+                event, row.delivery_id, comment_id=event.comment.id, retried=row.attempts > 1
+            )
             return await self._command(gh, origin, event.comment.body, row)
         if isinstance(event, IssuesEvent) and event.action == "labeled":
             origin = Origin.of_issue(event, row.delivery_id)
@@ -309,7 +312,19 @@ class Intake:
             f"{cmd.subject}\n\n---\n"
             f"Debate requested by `{origin.sender}` in #{origin.issue_number}."
         )
-        number = await gh.create_issue(origin.repo, title, body, labels=(config.trigger_label,))
+        try:
+            number = await file_issue_once(
+                gh,
+                origin.repo,
+                title,
+                body,
+                key=f"d-{origin.delivery_id}",
+                labels=(config.trigger_label,),
+                resumed=origin.retried,  # a second pass must not file twice
+            )
+        except GitHubError:
+            await self.reply(gh, origin, "GitHub refused to file the new issue; please try again.")
+            return "done"
         new_origin = replace(
             origin, issue_number=number, is_pr=False, title=title, body=body, labels=()
         )

@@ -11,10 +11,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
+import orjson
 from structlog.contextvars import bound_contextvars
 
 from bot.debate.types import DebateSpec, Outcome, Turn
-from bot.errors import BotError
+from bot.errors import BotError, GitHubError, StoreError
 from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, RunRow
@@ -32,6 +33,27 @@ DELIVERY_RETENTION = timedelta(days=7)
 PRUNE_EVERY_S = 3600.0
 
 
+def issue_key(payload: str) -> str:
+    """The repository and issue (or pull request) a delivery is about."""
+    try:
+        doc = orjson.loads(payload)
+        repo = doc["repository"]["full_name"]
+        thing = doc.get("issue") or doc.get("pull_request") or {}
+        return f"{repo}#{thing.get('number')}"
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return "?"
+
+
+def is_transient(exc: BaseException) -> bool:
+    """An outage worth waiting out (the lease lapses and the run resumes from its
+    stored turns), as opposed to a verdict on the run itself."""
+    if isinstance(exc, StoreError):
+        return True
+    if isinstance(exc, GitHubError):
+        return exc.status is None or exc.status >= 500 or exc.status in (403, 429)
+    return False
+
+
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
@@ -44,6 +66,7 @@ class Worker:
         self._wake = anyio.Event()
         self._slots = anyio.Semaphore(max(1, svc.settings.worker_concurrency))
         self._intake_slots = anyio.Semaphore(INTAKE_CONCURRENCY)
+        self._issue_tails: dict[str, anyio.Event] = {}
         self._last_prune = -PRUNE_EVERY_S
 
     def wake(self) -> None:
@@ -68,17 +91,23 @@ class Worker:
 
     async def poll_once(self, tg: Any) -> None:
         store, lease = self.svc.store, self.svc.settings.lease_s
-        self._maybe_prune()
+        await self._maybe_prune()
         # Intake may wait on GitHub's rate limits; a long lease keeps a second
         # worker from processing the same delivery meanwhile.
         delivery_lease = max(lease, DELIVERY_LEASE_S)
-        # Deliveries run side by side (each may wait on GitHub), a few at a time.
+        # Deliveries run side by side (each may wait on GitHub), a few at a time,
+        # but those about one issue run in arrival order: `/debate` then
+        # `/debate cancel` must not be answered the other way round.
         while self._intake_slots.value > 0:
             row = await anyio.to_thread.run_sync(store.claim_delivery, self.id, delivery_lease)
             if row is None:
                 break
             await self._intake_slots.acquire()
-            tg.start_soon(self._intake_slot, row)
+            key = issue_key(row.payload)
+            before = self._issue_tails.get(key)
+            done = anyio.Event()
+            self._issue_tails[key] = done
+            tg.start_soon(self._intake_slot, row, key, before, done)
         while self._slots.value > 0:
             run = await anyio.to_thread.run_sync(store.claim_run, self.id, lease)
             if run is None:
@@ -86,20 +115,28 @@ class Worker:
             await self._slots.acquire()
             tg.start_soon(self._drive_slot, run)
 
-    def _maybe_prune(self) -> None:
+    async def _maybe_prune(self) -> None:
         """Drop finished deliveries (payloads up to 25 MB each) after a week."""
         now = time.monotonic()
         if now - self._last_prune < PRUNE_EVERY_S:
             return
         self._last_prune = now
-        removed = self.svc.store.prune_deliveries(datetime.now(UTC) - DELIVERY_RETENTION)
+        before = datetime.now(UTC) - DELIVERY_RETENTION
+        removed = await anyio.to_thread.run_sync(self.svc.store.prune_deliveries, before)
         if removed:
             log.info("deliveries.pruned", removed=removed)
 
-    async def _intake_slot(self, row: DeliveryRow) -> None:
+    async def _intake_slot(
+        self, row: DeliveryRow, key: str, before: anyio.Event | None, done: anyio.Event
+    ) -> None:
         try:
+            if before is not None:
+                await before.wait()
             await self.process_delivery(row)
         finally:
+            done.set()
+            if self._issue_tails.get(key) is done:
+                del self._issue_tails[key]
             self._intake_slots.release()
 
     async def _drive_slot(self, run: RunRow) -> None:
@@ -122,6 +159,10 @@ class Worker:
 
     async def _process_delivery(self, row: DeliveryRow) -> None:
         state, error = "failed", None
+        if row.attempts > MAX_ATTEMPTS:  # it kept killing or stalling its workers
+            log.error("delivery.poisoned", attempts=row.attempts)
+            self.svc.store.finish_delivery(row.delivery_id, "failed", "too_many_attempts")
+            return
         try:
             state = await self.intake.handle(row)
         except BotError as exc:
@@ -156,9 +197,12 @@ class Worker:
                     )
             return
         try:
-            gh = await svc.gateway.installation(run.installation_id)
             spec = run.debate_spec()
+            gh = await svc.gateway.installation(run.installation_id)
         except BotError as exc:
+            if is_transient(exc):  # GitHub or the store is down: try again later
+                log.warning("run.deferred", error=exc.code, detail=str(exc))
+                return
             # Uninstalled app, deleted repo, undecodable spec: nothing to resume.
             log.warning("run.unstartable", error=exc.code, detail=str(exc))
             svc.store.release_run(run.id, self.id, "failed", error_class=exc.code)
@@ -236,8 +280,12 @@ class Worker:
             except Cancelled:
                 await finisher.cancelled(self.id)
             except BotError as exc:
-                log.warning("run.failed", error=exc.code, detail=str(exc))
-                await finisher.failed(exc.code, exc.public, self.id)
+                if is_transient(exc) and run.attempts < MAX_ATTEMPTS:
+                    # Every finished turn is stored: a later attempt resumes for free.
+                    log.warning("run.interrupted", error=exc.code, detail=str(exc))
+                else:
+                    log.warning("run.failed", error=exc.code, detail=str(exc))
+                    await finisher.failed(exc.code, exc.public, self.id)
             except Exception:
                 log.exception("run.crashed")
                 await finisher.failed(

@@ -129,3 +129,39 @@ class Publisher:
             await self.gh.update_review_comment(self.thread.repo, comment_id, body)
         else:
             await self.gh.update_comment(self.thread.repo, comment_id, body)
+
+
+def filed_marker(key: str) -> str:
+    """Hidden at the end of an issue the bot files, so the issue can be found again."""
+    return f"<!-- debate-bot:filed key={key} -->"
+
+
+async def file_issue_once(
+    gh: InstallationClient,
+    repo: str,
+    title: str,
+    body: str,
+    *,
+    key: str,
+    labels: tuple[str, ...] = (),
+    resumed: bool = False,
+) -> int:
+    """File an issue exactly once per ``key``: a resumed attempt, or a create that
+    failed unclearly (5xx, dropped connection), first looks for the one it may
+    already have filed. ``title`` and ``body`` must be sanitized already."""
+    marker = filed_marker(key)
+    body = f"{body}\n\n{marker}"
+    if resumed and (found := await gh.find_own_issue(repo, marker)) is not None:
+        return found
+    for attempt in range(CREATE_ATTEMPTS):
+        try:
+            return await gh.create_issue(repo, title, body, labels=labels)
+        except GitHubError as exc:
+            if exc.status is not None and exc.status < 500:
+                raise
+            if (found := await gh.find_own_issue(repo, marker)) is not None:
+                return found
+            if attempt == CREATE_ATTEMPTS - 1:
+                raise
+            await anyio.sleep(2**attempt)
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1268,6 +1268,20 @@ class FakeGitHub:
                     self._issue_json(self._issues[(r.full_name, n)]), status_code=201
                 )
 
+        @app.get(P + "/repos/{owner}/{repo}/issues")
+        async def list_issues(owner: str, repo: str, request: Request) -> JSONResponse:
+            q = request.query_params
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                found = [i for (name, _), i in self._issues.items() if name == r.full_name]
+                if q.get("creator"):
+                    found = [i for i in found if i.user.login == q["creator"]]
+                if q.get("state", "open") != "all":
+                    found = [i for i in found if i.state == q.get("state", "open")]
+                found.sort(key=lambda i: i.number, reverse=q.get("direction", "desc") == "desc")
+                items = [self._issue_json(i) for i in found]
+            return self._page(request, items)
+
         @app.get(P + "/repos/{owner}/{repo}/issues/{issue_number:int}")
         async def get_issue(
             owner: str, repo: str, issue_number: int, request: Request
