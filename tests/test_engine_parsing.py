@@ -116,6 +116,16 @@ def test_critique_parse() -> None:
         ("## Verdict\n", None),
         ("VERDICT: DISMISSED or CONFIRMED", None),
         ("We should say CONFIRMED.", None),
+        # regressions: only a line whose value is exactly one verdict word counts
+        ("VERDICT: Not CONFIRMED — a false positive", None),
+        ("VERDICT: never CONFIRMED", None),
+        ("VERDICT: CONFIRMEDish", None),
+        ("VERDICT: **DISMISSED** — guarded by the assert", "DISMISSED"),
+        ("VERDICT: `escalated` (needs a human)", "ESCALATED"),
+        ("## Verdict\n\n**CONFIRMED**\n", "CONFIRMED"),
+        ("VERDICT: DISMISSED | CONFIRMED | ESCALATED\nVERDICT: CONFIRMED", None),
+        ("VERDICT: CONFIRMED\nVERDICT: DISMISSED", None),
+        ("VERDICT: CONFIRMED.\nVERDICT: confirmed", "CONFIRMED"),
     ],
 )
 def test_arbitration_parse(text: str, verdict: str | None) -> None:

@@ -7,7 +7,7 @@ import re
 from bot.debate.protocol import next_step
 from bot.debate.types import Batch, Decision, ModelRequest, Outcome, PersonaSpec, Turn
 from bot.debate.walk import Walker
-from tests.test_engine_support import ATLAS, BEACON, FORGE, Run, reply_turn, spec_for
+from tests.test_engine_support import ATLAS, BEACON, FORGE, Run, drop, reply_turn, spec_for
 
 THREE = (ATLAS, FORGE, BEACON)
 
@@ -163,3 +163,29 @@ def test_vote_batch_resumes_deterministically() -> None:
         assert again == step
         if isinstance(step, Batch) and step.requests[0].key.phase == "vote":
             assert len(step.requests) >= 2
+
+
+def test_failed_synthesis_aborts_instead_of_filing_an_empty_proposal() -> None:
+    def answer(req: ModelRequest) -> Turn | None:
+        if req.key.phase == "synthesis":
+            return drop(req, "timeout")
+        if req.key.phase in ("opening", "rebuttal", "counter"):
+            return reply_turn(req, "POSITION: p\nPOINT 1: AGREE\nPOINT 2: AGREE\nPOINT 3: AGREE")
+        return None
+
+    run = Run(spec_for("proposal"), answer)
+    out = run.go()
+    assert out.kind == "aborted"
+    assert out.reason == "synthesis_failed"
+    assert "[PROPOSAL]" not in out.title
+    assert out.body.startswith("## Debate aborted\n\nThe synthesis of the proposal could not")
+    assert "no `[PROPOSAL]` issue was filed" in out.body
+    assert "Synthesis: judge (timeout)" in out.body
+    assert "### Audit" in out.body
+    # a synthesis that ignored the format is still used as the proposal text
+    loose = Run(
+        spec_for("proposal"),
+        lambda r: reply_turn(r, "We propose X.") if r.key.phase == "synthesis" else answer(r),
+    )
+    done = loose.go()
+    assert done.kind == "proposal" and "We propose X." in done.body

@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from bot.debate import rehearsal
 from bot.debate.protocol import choose_mode, next_step
-from bot.debate.render import render_round
+from bot.debate.render import render_round, render_transcript
 from bot.debate.types import JUDGE, Batch, ModelRequest, Outcome, PersonaSpec, Turn, Usage
 from bot.errors import ProtocolError
 from tests.test_engine_support import (
@@ -357,3 +358,63 @@ def test_prompt_text_helper_concatenates() -> None:
     step = next_step(spec_for("debate"), [])
     assert isinstance(step, Batch)
     assert prompt_text(step.requests[0]).startswith(step.requests[0].prompt.system)
+
+
+# --- regressions -----------------------------------------------------------------
+
+
+def _fallback_to_last(req: ModelRequest) -> Turn | None:
+    """The primary vendor fails at run time: the router answers with the last model."""
+    return Turn(req.key, rehearsal.reply(prompt_text(req)), req.models[-1], Usage(10, 10))
+
+
+def test_runtime_fallbacks_onto_one_vendor_mark_every_output_degraded() -> None:
+    atlas = PersonaSpec("Atlas", "scale", "openai/gpt-a", ("anthropic/claude-h",))
+    spec = spec_for(
+        "debate",
+        personas=(atlas, FORGE),
+        available_providers=frozenset({"openai", "anthropic"}),
+        rounds=2,
+    )
+    run = Run(spec, _fallback_to_last)
+    out = run.go()
+    assert {t.model for t in run.turns if t.key.slot == "Atlas"} == {"anthropic/claude-h"}
+    assert "[DEGRADED: within-model debate]" in out.body
+    assert "**Degradation:** [DEGRADED: within-model debate]" in out.body
+    assert "at run time every persona turn of round 1, round 2 was answered by `anthropic`" in (
+        out.body
+    )
+    for n in (1, 2):
+        assert "[DEGRADED: within-model debate]" in render_round(spec, run.turns, n)
+    text = render_transcript(spec, run.turns, out, date="d")
+    assert "**[DEGRADED: within-model debate]**" in text
+    # the same run where the primary answered is not degraded
+    ok = Run(spec)
+    assert "**Degradation:** none" in ok.go().body
+    # meant for one vendor from the start: a shared vendor is no degradation
+    same = replace(spec, personas=(atlas, PersonaSpec("Forge", "x", "openai/gpt-f")))
+    assert "**Degradation:** none" in Run(same, _fallback_to_last).go().body
+
+
+def test_token_cap_reached_at_a_tier_end_does_not_escalate() -> None:
+    spec = spec_for(
+        "debate",
+        rounds=1,
+        max_tokens=2000,
+        tiers=(("openai/t0",), ("openai/t1",)),
+    )
+
+    def hold(req: ModelRequest) -> Turn | None:
+        text = stance_reply(1, "HOLD") if req.key.slot != JUDGE else "CALL: REST"
+        return Turn(req.key, text, req.models[0], Usage(input_tokens=800, output_tokens=200))
+
+    run = Run(spec, hold)
+    out = run.go()
+    assert [phases(b.requests) for b in run.batches] == [
+        ["t0:opening:1:Atlas", "t0:opening:1:Forge"],
+        ["t0:synthesis:0:judge"],
+    ]
+    assert "**Escalation:** none" in out.body
+    assert "Escalation to tier 1 was not started: the budget cap was reached." in out.body
+    assert "Budget cap reached" in out.body
+    assert "Previous tier" not in run.requests[-1].prompt.suffix

@@ -186,6 +186,50 @@ def test_arbitration_split_personas_escalate() -> None:
     assert "did not converge" in out.body
 
 
+def _closing(sentry: str, author: str, judge: str):
+    def answer(req: ModelRequest) -> Turn | None:
+        if req.key.phase == "synthesis":
+            return reply_turn(req, judge)
+        stance = {"Sentry": sentry, "Author": author}[req.key.slot]
+        return reply_turn(req, f"POSITION: mine\nPOINT 1: {stance} — r")
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("sentry", "author", "judge", "expected", "why"),
+    [
+        # "Not CONFIRMED" is no verdict, whatever the stances say
+        ("HOLD", "CONCEDE", "VERDICT: Not CONFIRMED — a false positive", "ESCALATED", "parsed"),
+        ("CONCEDE", "HOLD", "VERDICT: Not CONFIRMED — a false positive", "ESCALATED", "parsed"),
+        # both conceded: contradictory
+        ("CONCEDE", "CONCEDE", "VERDICT: DISMISSED", "ESCALATED", "contradict each other"),
+        # the concern seat conceded, the judge confirms anyway
+        ("CONCEDE", "HOLD", "VERDICT: CONFIRMED", "ESCALATED", "point to DISMISSED"),
+        # the author agrees the concern is real, the judge dismisses it
+        ("HOLD", "AGREE", "VERDICT: DISMISSED", "ESCALATED", "point to CONFIRMED"),
+        ("AGREE", "AGREE", "VERDICT: DISMISSED", "ESCALATED", "point to CONFIRMED"),
+        ("AGREE", "AGREE", "VERDICT: CONFIRMED — real", "CONFIRMED", ""),
+        ("HOLD", "AGREE", "VERDICT: CONFIRMED", "CONFIRMED", ""),
+        ("CONCEDE", "HOLD", "VERDICT: **DISMISSED**", "DISMISSED", ""),
+        # AGREE follows the other seat: the author agrees the concern was withdrawn
+        ("CONCEDE", "AGREE", "VERDICT: DISMISSED", "DISMISSED", ""),
+        ("AGREE", "HOLD", "VERDICT: CONFIRMED", "ESCALATED", "point to DISMISSED"),
+    ],
+)
+def test_arbitration_verdict_must_match_the_closing_stances(
+    sentry: str, author: str, judge: str, expected: str, why: str
+) -> None:
+    out = Run(
+        spec_for("arbitrate", rounds=2), _closing(sentry, author, judge + "\nCONCLUSION: x")
+    ).go()
+    assert out.verdict == expected
+    if why:
+        assert "**Escalated to a human:**" in out.body and why in out.body
+    else:
+        assert "**Escalated to a human:**" not in out.body
+
+
 def test_arbitration_body_sections() -> None:
     out = Run(spec_for("arbitrate"), _judge("VERDICT: CONFIRMED\nCONCLUSION: It crashes.")).go()
     body = out.body

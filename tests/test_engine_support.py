@@ -7,6 +7,7 @@ test's ``answer`` hook returns its own turn.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -138,3 +139,22 @@ def stance_reply(
 
 def phases(requests: Sequence[ModelRequest]) -> list[str]:
     return [r.key.id() for r in requests]
+
+
+def fenced_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every fenced block body in ``text`` (``prompts.fence`` output)."""
+    spans = []
+    pos = 0
+    while (m := re.compile(r"^(`{3,})text\n", re.M).search(text, pos)) is not None:
+        end = text.find("\n" + m.group(1) + "\n", m.end() - 1)
+        end = len(text) if end < 0 else end
+        spans.append((m.end(), end))
+        pos = end + len(m.group(1)) + 1
+    return spans
+
+
+def only_fenced(text: str, needle: str) -> bool:
+    """``needle`` occurs in ``text``, and every occurrence lies inside a fence."""
+    spans = fenced_spans(text)
+    hits = [m.start() for m in re.finditer(re.escape(needle), text)]
+    return bool(hits) and all(any(a <= h and h + len(needle) <= b for a, b in spans) for h in hits)

@@ -55,6 +55,26 @@ def warnings(w: Walker) -> list[str]:
     return out
 
 
+def degradation_text(w: Walker) -> str:
+    if not w.degraded:
+        return "none"
+    why = []
+    if any(r.degraded for r in w.routings.values()):
+        why.append("a vendor was unavailable, so seats were moved onto a reachable one")
+    runtime = w.runtime_degraded()
+    if runtime:
+        rounds = ", ".join(
+            f"round {rec.round}" + (f" (tier {rec.tier})" if rec.tier else "") for rec, _ in runtime
+        )
+        vendors = sorted({v for _, v in runtime})
+        why.append(
+            f"at run time every persona turn of {rounds} was answered by "
+            + " / ".join(code(v) for v in vendors)
+            + " (model fallbacks)"
+        )
+    return f"{DEGRADED} — the personas were meant to run on different vendors; " + "; ".join(why)
+
+
 def audit_block(w: Walker) -> str:
     spec = w.spec
     used = w.used
@@ -79,11 +99,9 @@ def audit_block(w: Walker) -> str:
                 f"{t.key.slot} ({t.key.phase}, tier {t.key.tier} round {t.key.round}): "
                 f"{t.drop_class}"
             )
-    if w.degraded:
-        degradation = f"{DEGRADED} — the personas were meant to run on different vendors"
-    else:
-        degradation = "none"
-    tiers = sorted(w.routings)
+    degradation = degradation_text(w)
+    # Only tiers that ran count: a tier planned but never started is no escalation.
+    tiers = [t for t in sorted(w.routings) if t == 0 or w.records(t)]
     if len(tiers) > 1:
         escalation = " → ".join(
             f"tier {t} (" + ", ".join(code(m[0]) for m in w.routings[t].seats if m) + ")"

@@ -17,7 +17,7 @@ from bot.debate.replies import (
     parse_proposal,
 )
 from bot.debate.routing import DEGRADED
-from bot.debate.stances import parse_position
+from bot.debate.stances import parse_position, stances_verdict
 from bot.debate.types import JUDGE, ArbitrationVerdict, Outcome, OutcomeKind
 from bot.debate.walk import Final, RoundRecord, Walker
 
@@ -66,6 +66,11 @@ def outcome_parts(w: Walker, final: Final) -> Parts:
     if mode == "arbitrate":
         verdict, main = _arbitration(w)
         return Parts("arbitration", w.spec.title, main, audit, verdict=verdict)
+    if w.synthesis is None or not w.synthesis.text.strip():
+        # No synthesis, no proposal: filing a `[PROPOSAL]` issue without one would
+        # publish an empty proposal.
+        reason = "synthesis_failed"
+        return Parts("aborted", w.spec.title, _aborted(w, reason), audit, reason=reason)
     title, main = _proposal(w)
     return Parts("proposal", title, main, audit)
 
@@ -199,30 +204,35 @@ def _critique(w: Walker) -> str:
 
 def arbitration_verdict(w: Walker) -> tuple[ArbitrationVerdict, str]:
     """The verdict and, when it had to be escalated, why. Never a silent default:
-    an unparseable judge, personas still split, or a judge contradicting the
-    personas' own concessions all give ESCALATED."""
-    judged, _ = parse_arbitration(w.synthesis.text) if w.synthesis else (None, "")
+    an unparseable judge, personas still split, closing stances that contradict
+    each other, or a judge contradicting the closing stances all give ESCALATED."""
     if w.synthesis is None:
         return "ESCALATED", "the judge's synthesis is unavailable"
+    judged, _ = parse_arbitration(w.synthesis.text)
     if judged is None:
-        return "ESCALATED", "the judge's verdict could not be parsed"
+        return (
+            "ESCALATED",
+            "the judge's verdict could not be parsed (it must be exactly one of "
+            "DISMISSED, CONFIRMED or ESCALATED)",
+        )
     last = w.rounds[-1] if w.rounds else None
     if last is None or len(w.seats) < 2:
         return "ESCALATED", "no debate rounds were completed"
     if 1 in last.open:
         return "ESCALATED", "the personas did not converge: both still hold their positions"
-    s0 = last.ledger.get(w.seats[0].name, {}).get(1)
-    s1 = last.ledger.get(w.seats[1].name, {}).get(1)
-    panel: ArbitrationVerdict | None = None
-    if s0 and s1:
-        if s0.stance == "CONCEDE" and s1.stance != "CONCEDE":
-            panel = "DISMISSED"
-        elif s1.stance == "CONCEDE" and s0.stance != "CONCEDE":
-            panel = "CONFIRMED"
-    if judged != "ESCALATED" and panel is not None and panel != judged:
+    concern, answer = w.seats[0].name, w.seats[1].name
+    s0 = last.ledger.get(concern, {}).get(1)
+    s1 = last.ledger.get(answer, {}).get(1)
+    if s0 is None or s1 is None:
+        return "ESCALATED", "a persona has no closing stance"
+    closing = f"{concern} {s0.stance}, {answer} {s1.stance}"
+    panel = stances_verdict(s0.stance, s1.stance)
+    if panel is None:
+        return "ESCALATED", f"the closing stances contradict each other ({closing})"
+    if judged != "ESCALATED" and panel != judged:
         return (
             "ESCALATED",
-            f"the judge said {judged} but the personas' concessions point to {panel}",
+            f"the judge said {judged} but the closing stances ({closing}) point to {panel}",
         )
     return judged, ""
 
@@ -317,7 +327,10 @@ def _proposal(w: Walker) -> tuple[str, str]:
         lines += [draft.summary, ""]
     if draft and draft.body:
         lines += [draft.body, ""]
-    elif draft is None or not draft.body:
+    elif draft and not draft.summary and w.synthesis is not None:
+        # The synthesis ignored the format: its text is still the proposal.
+        lines += [w.synthesis.text.strip(), ""]
+    else:
         lines += [_fallback_text(w), ""]
     lines += ["### Points and final stances", "", *_ledger_table(w), ""]
     res = w.resolutions()
@@ -352,6 +365,8 @@ _ABORT_TEXT = {
     "vendor_unavailable": "The personas were meant to run on different model vendors and at "
     "least one vendor is unavailable; the repository config does not allow a within-model "
     "debate (`on_unavailable: abort`), or no configured model is reachable.",
+    "synthesis_failed": "The synthesis of the proposal could not be produced, so no "
+    "`[PROPOSAL]` issue was filed. Run the debate again to retry.",
 }
 
 
@@ -363,6 +378,9 @@ def _aborted(w: Walker, reason: str) -> str:
         "",
         f"Reason: `{reason}`",
     ]
+    failed = w.synthesis_failed
+    if reason == "synthesis_failed" and failed is not None:
+        lines += ["", f"Synthesis: {failed.key.slot} ({failed.drop_class})"]
     drops = [f"{name} ({t.drop_class})" for name, t in w.dropped.items()]
     if drops:
         lines += ["", "Dropped: " + ", ".join(drops)]

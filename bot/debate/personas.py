@@ -130,7 +130,10 @@ class Classification:
 _ARTIFACT = re.compile(r"^[\s*_`>-]*ARTIFACT\s*\**\s*[:\-—–]\s*\**\s*([A-Za-z_/ -]+)", re.I | re.M)
 _OWNER = re.compile(r"^[\s*_`>-]*OWNER\s*\**\s*[:]\s*\**\s*(.+)$", re.I | re.M)
 _RESERVED_NAME = re.compile(r"^(quill|judge.*|voter-\d+)$", re.I)
-_NAME_OK = re.compile(r"^[A-Za-z][A-Za-z0-9 .'-]{0,38}$")
+# The owner's name is model output that is used outside any fence (the slot,
+# headings, "You are <name>"): one short word, nothing to smuggle instructions in.
+_NAME_OK = re.compile(r"^[A-Za-z][A-Za-z0-9'-]{0,23}$")
+LENS_MAX = 300  # the owner's lens is model output too (fenced, and bounded)
 
 
 def parse_classification(text: str) -> Classification:
@@ -147,7 +150,7 @@ def parse_classification(text: str) -> Classification:
     if om:
         parts = re.split(r"\s+[—–-]\s+", om.group(1).strip(), maxsplit=1)
         name = parts[0].strip(" *_`\"'")
-        lens = parts[1].strip() if len(parts) > 1 else ""
+        lens = _clip(parts[1], LENS_MAX) if len(parts) > 1 else ""
         if _NAME_OK.match(name) and not _RESERVED_NAME.match(name):
             owner = (name, lens or DEFAULT_OWNER[1])
     return Classification("none", owner)
@@ -170,3 +173,8 @@ def classification_menu() -> str:
     rows = [f"- `{k.key}` — {k.label} ({k.pair[0]} vs {k.pair[1]}: {k.tension})" for k in KINDS]
     rows.append("- `none` — no clean fit (Quill, the skeptic, vs the artifact's natural owner)")
     return "\n".join(rows)
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"

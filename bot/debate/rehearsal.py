@@ -16,8 +16,11 @@ held by everyone, so a stalemate reaches the decision or the voter panel.
 from __future__ import annotations
 
 import re
+from typing import cast
 
 from bot.debate.prompts import TASK_HEADER
+from bot.debate.stances import stances_verdict
+from bot.debate.types import Stance
 
 MARK = "(scripted rehearsal)"
 
@@ -104,15 +107,21 @@ def subject_of(text: str) -> str:
     return text[start:end] if end >= 0 else text[start:]
 
 
+_FENCE_LINE = re.compile(r"^`{3,}(?:text)?$")
+
+
 def _section(text: str, heading: str) -> list[str]:
-    at = text.rfind("\n" + heading + "\n")
+    """Non-blank lines under the last ``heading`` line (it may carry a suffix such
+    as " (untrusted data)"), up to the next ``## `` heading; fence lines dropped."""
+    at = max(text.rfind("\n" + heading + "\n"), text.rfind("\n" + heading + " "))
     if at < 0:
         return []
+    body = text[at + 1 :].split("\n", 1)[1] if "\n" in text[at + 1 :] else ""
     out = []
-    for line in text[at + len(heading) + 2 :].splitlines():
+    for line in body.splitlines():
         if line.startswith("## "):
             break
-        if line.strip():
+        if line.strip() and not _FENCE_LINE.match(line):
             out.append(line)
     return out
 
@@ -173,9 +182,9 @@ def _persona(text: str, task: str, f: dict[str, str]) -> str:
     opponents = re.findall(r"^## (.+?) — latest turn, round \d+", text, re.M)
     lens = next(
         (
-            ln.split("Your lens:", 1)[1].strip()
-            for ln in reversed(text.splitlines())
-            if ln.startswith("You are ") and "Your lens:" in ln
+            ln.split(": ", 1)[1].strip()
+            for ln in _section(text, "## Your role")
+            if ln.startswith(f"{name} (you): ")
         ),
         "",
     )
@@ -241,15 +250,13 @@ def _synthesis(text: str, f: dict[str, str]) -> str:
         revised = [*subject.splitlines(), "", change]
         return "\n".join([MARK, "CRITIQUE REPORT:", *report, "REVISED PLAN:", *revised]) + "\n"
     if mode == "arbitrate":
-        finals = []
+        finals: list[Stance] = []
         for line in _section(text, "## Stance ledger (per round)"):
             m = re.findall(r"\b1=(AGREE|HOLD|CONCEDE)\b", line)
-            finals.append(m[-1] if m else "HOLD")
-        verdict = "ESCALATED"
-        if len(finals) >= 2 and finals[1] == "CONCEDE" and finals[0] != "CONCEDE":
-            verdict = "CONFIRMED"
-        elif len(finals) >= 2 and finals[0] == "CONCEDE" and finals[1] != "CONCEDE":
-            verdict = "DISMISSED"
+            finals.append(cast(Stance, m[-1]) if m else "HOLD")
+        # The same reading of the closing stances as the engine's outcome.
+        agreed = stances_verdict(finals[0], finals[1]) if len(finals) >= 2 else None
+        verdict = agreed or "ESCALATED"
         return (
             "\n".join(
                 [
@@ -272,7 +279,7 @@ def _synthesis(text: str, f: dict[str, str]) -> str:
             *[f"- {ln}" for ln in agenda],
             "",
             "### Stalemates",
-            *([f"- {ln}" for ln in resolved] or ["- none"]),
+            *([f"- {ln.removeprefix('- ')}" for ln in resolved] or ["- none"]),
         ]
         return (
             "\n".join(

@@ -122,20 +122,46 @@ def parse_critique(text: str) -> CritiqueSynthesis:
     )
 
 
-_VERDICT_LINE = re.compile(r"^[\s#>*_]*VERDICT[*_]*\s*[:\-—–]?(.*)$", re.I | re.M)
-_VERDICT_WORD = re.compile(r"\b(DISMISSED|CONFIRMED|ESCALATED)\b", re.I)
+# A line labelled VERDICT ("VERDICT: x", "**Verdict:** x", "## Verdict"); the
+# label must be followed by a separator or the end of the line.
+_VERDICT_LINE = re.compile(r"^[\s#>*_`]*VERDICT[*_`]*\s*(?:[:\-—–][*_`]*(.*)|[*_`]*\s*)$", re.I)
+# The value: exactly one verdict word, optionally in emphasis or backticks, then
+# nothing, or a separator and a free-form reason.
+_VERDICT_VALUE = re.compile(
+    r"^[*_`\s]*(DISMISSED|CONFIRMED|ESCALATED)[*_`]*\s*(?:$|[:\-—–.,;(]\s*.*$)", re.I
+)
+
+
+def parse_verdict(text: str) -> ArbitrationVerdict | None:
+    """The judge's verdict, or ``None`` (absent, ambiguous or contradictory).
+
+    Only a VERDICT line whose value is exactly one verdict word counts ("Not
+    CONFIRMED", "DISMISSED or CONFIRMED" and the format line itself do not). A
+    bare "## Verdict" heading takes its value from the next non-blank line.
+    Every VERDICT line must parse and agree, so a reply that states two
+    verdicts is not resolved by picking one."""
+    lines = text.splitlines()
+    found: set[str] = set()
+    for i, line in enumerate(lines):
+        m = _VERDICT_LINE.match(line)
+        if m is None:
+            continue
+        value = (m.group(1) or "").strip()
+        if not value:
+            value = next((x.strip() for x in lines[i + 1 :] if x.strip()), "")
+        v = _VERDICT_VALUE.match(value)
+        if v is None:
+            return None
+        found.add(v.group(1).upper())
+    if len(found) != 1:
+        return None
+    return cast(ArbitrationVerdict, found.pop())
 
 
 def parse_arbitration(text: str) -> tuple[ArbitrationVerdict | None, str]:
     """The judge's verdict (``None`` when absent or ambiguous) and conclusion."""
-    verdict: ArbitrationVerdict | None = None
-    m = _VERDICT_LINE.search(text)
-    if m:
-        words = {w.upper() for w in _VERDICT_WORD.findall(m.group(1))}
-        if len(words) == 1:
-            verdict = cast(ArbitrationVerdict, words.pop())
     conclusion = parse_sections(text, ("CONCLUSION",), terminal="CONCLUSION").get("CONCLUSION", "")
-    return verdict, conclusion
+    return parse_verdict(text), conclusion
 
 
 @dataclass(frozen=True)

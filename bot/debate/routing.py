@@ -5,7 +5,9 @@ first ``/``. When the shell says which providers it can reach
 (``spec.available_providers``), personas meant to run on different vendors
 that cannot are either moved onto a reachable model (``downgrade``, and every
 output says ``[DEGRADED: within-model debate]``) or the run is aborted before
-any debate request (``abort``).
+any debate request (``abort``). A vendor can also fail during the run: when
+fallbacks put every persona turn of a round on one vendor although the seats'
+primary models differ (``single_vendor``), the run is degraded as well.
 """
 
 from __future__ import annotations
@@ -109,6 +111,19 @@ def route(spec: DebateSpec, seats: Sequence[tuple[str, ...]], judge: tuple[str, 
         notes.append(f"judge moved to `{donor}` (provider unavailable)")
         judge_usable = (donor,)
     return Routing(routed, judge_usable, degraded=degraded, notes=tuple(notes))
+
+
+def single_vendor(meant: Sequence[str], answered: Sequence[str]) -> str:
+    """The one vendor that answered every turn when the turns' seats were meant to
+    run on two or more vendors (``meant``: each turn's primary model; ``answered``:
+    the model that produced it, after fallbacks), else ``""``. Routing only sees
+    which providers are reachable; this catches a vendor that failed at run time."""
+    if len(meant) < 2 or len({provider(m) for m in meant}) < 2:
+        return ""
+    got = {provider(m) for m in answered if m}
+    if len(got) != 1 or len(answered) != len([m for m in answered if m]):
+        return ""
+    return got.pop()
 
 
 def _dedupe(refs: Sequence[str]) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import cast
+from typing import Literal, cast
 
 from bot.debate.types import Stance
 
@@ -109,3 +109,30 @@ def holders(ledger: Mapping[str, Mapping[int, StanceEntry]], point: int) -> tupl
 def _clip(text: str, max_chars: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= max_chars else text[: max_chars - 1].rstrip() + "…"
+
+
+def _reading(seat: int, stance: Stance) -> bool | None:
+    """Arbitration, point 1: does this closing stance say the concern is real?
+    Seat 0 argues it is, seat 1 that it is a false positive. HOLD keeps the
+    seat's own side, CONCEDE takes the other side's; AGREE ("the sides now
+    agree") has no direction of its own (``None``)."""
+    if stance == "AGREE":
+        return None
+    own = seat == 0
+    return own if stance == "HOLD" else not own
+
+
+def stances_verdict(concern: Stance, answer: Stance) -> Literal["CONFIRMED", "DISMISSED"] | None:
+    """What the two closing stances of an arbitration say together (``concern``:
+    the seat arguing the concern is real): CONFIRMED or DISMISSED when they read
+    the concern the same way, ``None`` when they still differ (both HOLD) or
+    contradict each other (both CONCEDE). AGREE takes the other seat's reading;
+    when both AGREE they accept point 1 as stated: the concern is real."""
+    a, b = _reading(0, concern), _reading(1, answer)
+    if a is None and b is None:
+        a = b = True
+    a = b if a is None else a
+    b = a if b is None else b
+    if a != b:
+        return None
+    return "CONFIRMED" if a else "DISMISSED"

@@ -22,6 +22,7 @@ from typing import Literal
 from bot.debate import prompts
 from bot.debate.personas import (
     ARBITRATION_PAIR,
+    LENS_MAX,
     LENSES,
     Classification,
     parse_classification,
@@ -34,6 +35,7 @@ from bot.debate.routing import (
     judge_models,
     max_tier,
     route,
+    single_vendor,
     tier_models,
 )
 from bot.debate.stances import StanceEntry, holders, open_points, parse_position, parse_stances
@@ -113,6 +115,9 @@ class Walker:
         self.rounds: list[RoundRecord] = []
         self.dropped: dict[str, Turn] = {}
         self.routings: dict[int, Routing] = {}
+        # Per tier, each seat's configured models before routing: what the run meant
+        # to use, against which the models that actually answered are checked.
+        self.planned: dict[int, tuple[tuple[str, ...], ...]] = {}
         self.notes: list[str] = []
         self.capped = False
         self.tier = 0
@@ -132,7 +137,32 @@ class Walker:
 
     @property
     def degraded(self) -> bool:
-        return any(r.degraded for r in self.routings.values())
+        """Within-model debate: a vendor was unavailable before the run (routing),
+        or fallbacks put every persona turn of a round on one vendor at run time."""
+        return any(r.degraded for r in self.routings.values()) or bool(self.runtime_degraded())
+
+    def runtime_degraded(self) -> list[tuple[RoundRecord, str]]:
+        """Rounds whose ok persona turns were meant for two or more vendors (their
+        seats' primary models) but were all answered by one, with that vendor."""
+        out = []
+        for rec in self.rounds:
+            routing = self.routings.get(rec.tier)
+            if routing is not None and routing.degraded:
+                continue  # already degraded by routing, and reported as such
+            planned = self.planned.get(rec.tier, ())
+            index = {s.name: s.index for s in self.seats}
+            meant: list[str] = []
+            answered: list[str] = []
+            for name, t in rec.turns.items():
+                i = index.get(name)
+                if t.status != "ok" or i is None or i >= len(planned) or not planned[i]:
+                    continue
+                meant.append(planned[i][0])
+                answered.append(t.model)
+            vendor = single_vendor(meant, answered)
+            if vendor:
+                out.append((rec, vendor))
+        return out
 
     @property
     def judge(self) -> tuple[str, ...]:
@@ -217,6 +247,7 @@ class Walker:
         spec = self.spec
         n_seats = len(spec.personas) or 2
         base = [base_models(spec, i) for i in range(n_seats)]
+        self.planned[0] = tuple(base)
         routing = route(spec, base, judge_models(spec))
         self.routings[0] = routing
         if routing.abort_reason:
@@ -291,7 +322,8 @@ class Walker:
             )
             self.classification = c
             pair, self.pair_note = pick_pair(c)
-            pairs = list(pair)
+            # Bounded again here: the owner's name and lens are the judge's output.
+            pairs = [(_clip(name, 40), _clip(lens, LENS_MAX)) for name, lens in pair]
             if c.kind is None:
                 why = (
                     f"dropped ({t.drop_class})"
@@ -339,9 +371,17 @@ class Walker:
                 return False
             if len(self.live()) < 2 or self.capped or self.converged() or tier >= top:
                 return True
+            if self._cap_reached():
+                # Checked before routing or summarizing the next tier: a capped run
+                # never plans (or reports) an escalation it will not run.
+                self.notes.append(
+                    f"Escalation to tier {tier + 1} was not started: the budget cap was reached."
+                )
+                return True
             nxt = tier + 1
             seats_models = [tier_models(self.spec, nxt, s.index) for s in self.seats]
             routing = route(self.spec, seats_models, judge_models(self.spec))
+            self.planned[nxt] = tuple(seats_models)
             if routing.abort_reason:
                 self.notes.append(
                     f"Escalation to tier {nxt} skipped: its providers are unavailable."
