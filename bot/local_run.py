@@ -5,9 +5,9 @@
 - ``@path`` references resolve against the repository root: the nearest
   directory above the plan holding ``.git``, else the current directory.
 - The transcript goes to ``--output-dir``, else the frontmatter's ``output_dir``
-  (relative to the repository root, and inside it), else ``./debates`` under
-  the current directory, as ``debate-YYYY-MM-DD-HHMMSS.md``; its path is the
-  only line on stdout. Progress goes to stderr.
+  (relative to the repository root, and inside it even after symlinks), else
+  ``./debates`` under the current directory, as ``debate-YYYY-MM-DD-HHMMSS.md``;
+  its path is the only line on stdout. Progress goes to stderr.
 - Exit codes: 0 done, 1 the debate aborted (the transcript is still written),
   2 a usage or configuration error (``ConfigError``, printed by the CLI),
   130 interrupted.
@@ -146,8 +146,29 @@ def _output_dir(options: LocalOptions, plan: Plan, root: Path) -> Path:
                 f"{plan.source}: output_dir {plan.output_dir!r} must be a relative path inside "
                 "the repository; use --output-dir for any other place"
             )
-        return root / norm
+        return _inside_root(root / norm, root, plan)
     return DEFAULT_OUTPUT_DIR
+
+
+def _inside_root(directory: Path, root: Path, plan: Plan) -> Path:
+    """``directory`` with symlinks resolved, if that is still inside ``root``.
+
+    The lexical check is not enough: ``docs -> /elsewhere`` in the repository would
+    carry the transcript out. Resolving follows links through the existing part of
+    the path (even dangling ones); the rest is appended as written.
+    """
+    try:
+        resolved = directory.resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop
+        raise ConfigError(
+            f"{plan.source}: output_dir {plan.output_dir!r} cannot be resolved: {exc}"
+        ) from None
+    if not resolved.is_relative_to(root.resolve()):
+        raise ConfigError(
+            f"{plan.source}: output_dir {plan.output_dir!r} leads outside the repository "
+            f"(to {resolved}) through a symbolic link; use --output-dir for any other place"
+        )
+    return resolved
 
 
 async def _run(

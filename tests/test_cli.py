@@ -388,6 +388,39 @@ def test_symlink_leaving_the_root_is_refused(repo: Path, server: FakeModelServer
     assert server.requests == []
 
 
+@pytest.mark.parametrize("dangling", [False, True])
+def test_output_dir_through_a_symlink_out_of_the_repo_is_refused(
+    repo: Path,
+    server: FakeModelServer,
+    tmp_path_factory: pytest.TempPathFactory,
+    dangling: bool,
+) -> None:
+    outside = tmp_path_factory.mktemp("outside")
+    target = outside / "not-yet" if dangling else outside
+    (repo / "docs").symlink_to(target, target_is_directory=True)
+    _plan(f"---\noutput_dir: docs/debates\n---\n{QUESTION}")
+    result = run("plan.md", "--model", "scripted/rehearsal")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: plan.md: output_dir 'docs/debates' leads outside")
+    assert "--output-dir" in result.stderr
+    assert result.stdout == ""
+    assert list(outside.iterdir()) == []
+    assert server.requests == []
+
+
+def test_output_dir_through_a_symlink_inside_the_repo_is_allowed(
+    repo: Path, server: FakeModelServer
+) -> None:
+    (repo / "real").mkdir()
+    (repo / "docs").symlink_to(repo / "real", target_is_directory=True)
+    _plan(f"---\nrounds: 1\noutput_dir: docs/debates\n---\n{QUESTION}")
+    result = run("plan.md", "--model", "scripted/rehearsal")
+    assert result.exit_code == 0, result.output
+    written = Path(result.stdout.strip())
+    assert written.parent == (repo / "real" / "debates").resolve()
+    assert written.is_file()
+
+
 def test_binary_reference_is_a_warning(repo: Path, server: FakeModelServer) -> None:
     write_docs(repo)
     (repo / "docs" / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary")

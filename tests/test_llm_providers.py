@@ -8,6 +8,7 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
+from structlog.testing import capture_logs
 
 from bot.config import Settings
 from bot.debate.types import ModelRequest, Prompt, TurnKey
@@ -137,12 +138,92 @@ async def test_anthropic_happy_path_caches_the_stable_prefix(server: FakeModelSe
 
 @pytest.mark.parametrize("model", ["openai/gpt-4o", "anthropic/claude-3-5-haiku"])
 async def test_429_with_retry_after_then_success(server: FakeModelServer, model: str) -> None:
-    # Retry-After 1s, capped to the 0.02 s maximum wait by the settings.
-    server.add_faults(Fault.rate_limited(retry_after="1"))
+    # Retry-After 10 ms: within the 0.02 s maximum wait, so honoured and retried.
+    server.add_faults(Fault.rate_limited(retry_after="0.01"))
     async with ModelRouter(settings_for(server)) as router:
         turn = await router.complete(request(model))
     assert turn.status == "ok"
     assert [r.status for r in server.requests] == [429, 200]
+
+
+@pytest.mark.parametrize(
+    "fault", [Fault.rate_limited(retry_after="1"), Fault.server_error(503, retry_after="1")]
+)
+async def test_retry_after_beyond_the_cap_moves_to_the_fallback_at_once(
+    server: FakeModelServer, fault: Fault
+) -> None:
+    # The server asks for 1 s, the cap is 0.02 s: retrying early would only earn
+    # more refusals, so the next model is tried without another attempt.
+    server.add_faults(fault, fault, fault, model="gpt-4o")
+    async with ModelRouter(settings_for(server, model_max_retries=2)) as router:
+        rescued = await router.complete(request("openai/gpt-4o", "anthropic/claude-sonnet-4-5"))
+        alone = await router.complete(request("openai/gpt-4o"))
+    assert rescued.status == "ok" and rescued.model == "anthropic/claude-sonnet-4-5"
+    assert alone.status == "dropped" and alone.drop_class == "rate_limited"
+    assert [(r.model, r.status) for r in server.requests] == [
+        ("gpt-4o", fault.status),
+        ("claude-sonnet-4-5", 200),
+        ("gpt-4o", fault.status),
+    ]
+
+
+async def test_bad_gzip_body_is_a_provider_error_and_the_fallback_runs(
+    server: FakeModelServer,
+) -> None:
+    server.add_faults(Fault.bad_gzip(), Fault.bad_gzip(), model="gpt-4o")
+    async with ModelRouter(settings_for(server, model_max_retries=2)) as router:
+        rescued = await router.complete(request("openai/gpt-4o", "anthropic/claude-sonnet-4-5"))
+        alone = await router.complete(request("openai/gpt-4o"))
+    assert rescued.status == "ok" and rescued.model == "anthropic/claude-sonnet-4-5"
+    assert alone.status == "dropped" and alone.drop_class == "provider_error"
+    # An undecodable answer is not retried: the same request would get the same body.
+    assert [r.model for r in server.requests] == ["gpt-4o", "claude-sonnet-4-5", "gpt-4o"]
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4o", "anthropic/claude-sonnet-4-5"])
+async def test_truncated_answer_is_kept_flagged_and_logged(
+    server: FakeModelServer, model: str
+) -> None:
+    short = ModelRequest(
+        key=TurnKey(phase="opening", round=1, slot="Atlas"),
+        models=(model,),
+        prompt=Prompt(system=SYSTEM, prefix=PREFIX, suffix="Go.\n"),
+        max_output_tokens=3,
+    )
+    async with ModelRouter(settings_for(server)) as router:
+        with capture_logs() as logs:
+            turn = await router.complete(short)
+            full = await router.complete(request(model))
+        provider = router._providers[model.split("/")[0]]
+        cut = await provider.generate(model.split("/")[1], short.prompt, 3)
+        whole = await provider.generate(model.split("/")[1], short.prompt, 400)
+    assert turn.status == "ok"
+    assert turn.text.startswith("reply to ") and len(tokenize(turn.text)) == 3  # cut by the fake
+    assert full.status == "ok"
+    truncated = [e for e in logs if e["event"] == "model.truncated"]
+    assert [(e["model"], e["log_level"]) for e in truncated] == [(model, "warning")]
+    assert (cut.truncated, whole.truncated) == (True, False)
+
+
+@pytest.mark.parametrize(
+    ("model", "asked", "sent"),
+    [
+        ("gpt-4o", 400, 400),
+        ("o3-mini", 400, 1600),
+        ("o1", 400, 1600),
+        ("o4-mini", 1000, 4000),
+        ("gpt-5-mini", 10_000, 32_768),  # capped
+        ("openai/o3", 400, 1600),  # a router's vendor/model name
+        ("gpt-5", 40_000, 40_000),  # never lowered
+    ],
+)
+async def test_reasoning_models_get_output_headroom(
+    server: FakeModelServer, model: str, asked: int, sent: int
+) -> None:
+    async with ModelRouter(settings_for(server)) as router:
+        await router._providers["openai"].generate(model, request().prompt, asked)
+    (recorded,) = server.requests
+    assert recorded.body["max_tokens"] == sent
 
 
 async def test_retry_after_as_http_date(server: FakeModelServer) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
+import httpx
 import pytest
 
 from bot.config import Settings
@@ -150,3 +151,29 @@ async def test_scripted_defaults_to_the_rehearsal_replies() -> None:
     assert completion.text.startswith("(scripted rehearsal)")
     again = await ScriptedProvider().generate("judge", PROMPT, 100)
     assert again.text == completion.text  # deterministic
+
+
+async def test_an_httpx_error_from_a_provider_never_escapes() -> None:
+    def responder(prompt: str) -> str:
+        raise httpx.DecodingError("bad gzip")
+
+    async with ModelRouter(settings(), scripted_responder=responder) as router:
+        turn = await router.complete(req("scripted/a", "scripted/fail-timeout"))
+        alone = await router.complete(req("scripted/a"))
+    assert turn.status == "dropped" and turn.drop_class == "timeout"  # the fallback ran
+    assert alone.status == "dropped" and alone.drop_class == "provider_error"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"openai_base_url": "localhost:11434/v1"},
+        {"openai_base_url": "http://[::1"},
+        {"anthropic_base_url": "api.anthropic.com"},
+        {"endpoints": {"lab": {"base_url": "ftp://127.0.0.1:9/v1"}}},
+    ],
+)
+async def test_unusable_base_urls_are_a_config_error(values: dict[str, object]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        ModelRouter(settings(**values))
+    assert "http://" in str(caught.value)

@@ -79,7 +79,11 @@ class AnthropicProvider(HttpProvider):
         body = request_body(model, prompt, max_output_tokens)
         data, latency_ms, label = await self._post(model, body, headers)
         text = self._text(data, label)
-        return Completion(text=text, usage=self._usage(data, model, prompt, text, latency_ms))
+        return Completion(
+            text=text,
+            usage=self._usage(data, model, prompt, text, latency_ms),
+            truncated=data.get("stop_reason") == "max_tokens",
+        )
 
     @staticmethod
     def _text(data: dict[str, Any], label: str) -> str:

@@ -15,6 +15,9 @@ DROP_CLASSES: frozenset[str] = frozenset(get_args(DropClass))
 class Completion:
     text: str
     usage: Usage
+    # The answer stopped at the output token limit (OpenAI finish_reason "length",
+    # Anthropic stop_reason "max_tokens"), so its end is missing.
+    truncated: bool = False
 
 
 class Provider(Protocol):

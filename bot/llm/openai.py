@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -13,6 +12,22 @@ from bot.llm.base import Completion, approx_tokens
 from bot.llm.http import HttpProvider, count
 from bot.llm.pricing import estimate_cost
 from bot.llm.retry import RetryPolicy
+
+# OpenAI reasoning models spend hidden reasoning tokens out of max_completion_tokens;
+# a budget sized for the visible answer alone can be used up before any text.
+REASONING_MODEL_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+REASONING_HEADROOM = 4
+REASONING_MAX_OUTPUT_TOKENS = 32_768
+
+
+def output_token_limit(model: str, max_output_tokens: int) -> int:
+    """The token limit to send: ``max_output_tokens``, with headroom for reasoning models
+    (matched on the last path segment, so ``openai/o3-mini`` via a router counts)."""
+    name = model.rsplit("/", 1)[-1].lower()
+    if not name.startswith(REASONING_MODEL_PREFIXES):
+        return max_output_tokens
+    boosted = min(max_output_tokens * REASONING_HEADROOM, REASONING_MAX_OUTPUT_TOKENS)
+    return max(max_output_tokens, boosted)
 
 
 def _message_text(message: object) -> str | None:
@@ -51,7 +66,7 @@ class OpenAIProvider(HttpProvider):
         )
         # OpenAI's own API wants max_completion_tokens (reasoning models refuse
         # max_tokens); compatible servers widely understand only max_tokens.
-        host = urlsplit(base_url).hostname or ""
+        host = httpx.URL(base_url).host
         self._max_tokens_field = (
             "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
         )
@@ -62,21 +77,34 @@ class OpenAIProvider(HttpProvider):
             messages.append({"role": "system", "content": prompt.system})
         # Prefix first: identical bytes across a run's requests, so prefix caches hit.
         messages.append({"role": "user", "content": prompt.prefix + prompt.suffix})
-        body = {"model": model, "messages": messages, self._max_tokens_field: max_output_tokens}
+        body = {
+            "model": model,
+            "messages": messages,
+            self._max_tokens_field: output_token_limit(model, max_output_tokens),
+        }
         headers = {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         data, latency_ms, label = await self._post(model, body, headers)
-        text = self._text(data, label)
-        return Completion(text=text, usage=self._usage(data, model, prompt, text, latency_ms))
+        text, truncated = self._text(data, label)
+        return Completion(
+            text=text,
+            usage=self._usage(data, model, prompt, text, latency_ms),
+            truncated=truncated,
+        )
 
     @staticmethod
-    def _text(data: dict[str, Any], label: str) -> str:
+    def _text(data: dict[str, Any], label: str) -> tuple[str, bool]:
+        """(the answer's text, whether it stopped at the token limit)."""
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise ModelError(f"{label}: response has no choices", drop_class="unusable_output")
+        truncated = choices[0].get("finish_reason") == "length"
         text = _message_text(choices[0].get("message"))
         if text is None or not text.strip():
-            raise ModelError(f"{label}: response has no text content", drop_class="unusable_output")
-        return text.strip()
+            why = " (the token limit was reached first)" if truncated else ""
+            raise ModelError(
+                f"{label}: response has no text content{why}", drop_class="unusable_output"
+            )
+        return text.strip(), truncated
 
     @staticmethod
     def _usage(

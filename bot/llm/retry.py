@@ -5,7 +5,12 @@ to stable drop classes here, once:
 
 - 429 → retried, then ``rate_limited``; 408, timeouts → retried, then ``timeout``
 - 5xx (and 529 "overloaded") → retried, then ``provider_error``
-- connection failures → retried, then ``unavailable``
+- a 429/5xx whose Retry-After exceeds the wait cap → not retried, ``rate_limited``
+  (waiting less than asked only earns another refusal; a fallback model may answer)
+- connection failures → retried, then ``unavailable``; other transport errors →
+  retried, then ``provider_error``
+- any other httpx error (a body that cannot be decoded, too many redirects) →
+  ``provider_error``, not retried; a malformed endpoint URL → ``unavailable``
 - 401/403/404 → ``unavailable`` (bad key, unknown model); other 4xx → ``provider_error``
 - a 2xx body that is not a JSON object → ``unusable_output``
 """
@@ -184,7 +189,35 @@ async def post_json(
                     f"{label}: connection failed ({type(exc).__name__})",
                     drop_class="provider_error",
                 ) from exc
-        _raise_for_status(response, label, secrets)
+            except httpx.HTTPError as exc:
+                # E.g. DecodingError: a proxy's bad gzip. The answer is lost but the
+                # router must still get a ModelError, so fallbacks run.
+                raise ModelError(
+                    f"{label}: unreadable response ({type(exc).__name__})",
+                    drop_class="provider_error",
+                ) from exc
+            except httpx.InvalidURL as exc:
+                raise ModelError(
+                    f"{label}: the endpoint URL is invalid", drop_class="unavailable"
+                ) from exc
+        try:
+            _raise_for_status(response, label, secrets)
+        except TransientModelError as exc:
+            if exc.retry_after is not None and exc.retry_after > policy.max_wait_s:
+                # Retrying sooner than asked just draws more 429s and burns the
+                # attempts; give up on this model so the router tries the next one.
+                log.warning(
+                    "model call not retried: server asks for a longer wait",
+                    call=label,
+                    retry_after_s=round(exc.retry_after, 3),
+                    max_wait_s=policy.max_wait_s,
+                )
+                raise ModelError(
+                    f"{exc} (Retry-After {exc.retry_after:g}s exceeds the "
+                    f"{policy.max_wait_s:g}s cap)",
+                    drop_class="rate_limited",
+                ) from exc
+            raise
         try:
             data = response.json()
         except ValueError as exc:

@@ -43,6 +43,10 @@ class ModelRouter:
         for name in settings.endpoints:
             if not name or "/" in name:
                 raise ConfigError(f"endpoint name {name!r} must be non-empty and contain no '/'")
+        _check_base_url("OPENAI_BASE_URL", settings.openai_base_url)
+        _check_base_url("ANTHROPIC_BASE_URL", settings.anthropic_base_url)
+        for name, endpoint in settings.endpoints.items():
+            _check_base_url(f"endpoint {name!r} base_url", endpoint.base_url)
         policy = RetryPolicy.from_settings(settings)
         # One client (one connection pool) for every provider; timeouts are per request.
         self._client = httpx.AsyncClient(transport=transport, timeout=policy.timeout_s)
@@ -156,6 +160,28 @@ class ModelRouter:
                     error=str(exc),
                 )
                 continue
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+                # Providers map httpx errors themselves; this keeps the promise above
+                # if one slips through, so the fallbacks still run.
+                last_class = "provider_error"
+                log.warning(
+                    "model call failed",
+                    model=ref,
+                    slot=request.key.slot,
+                    drop_class=last_class,
+                    error=type(exc).__name__,
+                )
+                continue
+            if completion.truncated:
+                # Kept: a cut-off answer usually still carries its points. Logged so
+                # a too-small output budget shows up.
+                log.warning(
+                    "model.truncated",
+                    model=ref,
+                    slot=request.key.slot,
+                    max_output_tokens=request.max_output_tokens,
+                    output_tokens=completion.usage.output_tokens,
+                )
             return Turn(key=request.key, text=completion.text, model=ref, usage=completion.usage)
         return Turn(
             key=request.key,
@@ -179,6 +205,19 @@ class ModelRouter:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _check_base_url(setting: str, url: str) -> None:
+    """Refuse a base URL no request could use, at startup rather than on every call."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError):
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ConfigError(
+            f"{setting} {url!r} is not a usable URL; it needs http:// or https:// and a host "
+            "(e.g. http://localhost:11434/v1)"
+        )
 
 
 def _secret(value: SecretStr | None) -> str | None:

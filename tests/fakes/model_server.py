@@ -22,7 +22,8 @@ Anthropic-style: only up to the last ``cache_control`` breakpoint, reported as
 Faults (``Fault``) are queued with ``add_faults`` and consumed one per request
 that passed auth and validation: a status with optional ``Retry-After``, a hang
 (a slow answer that gives up as soon as the client disconnects), a malformed JSON
-body, or empty content. ``max_in_flight`` counts concurrent requests server-side.
+body, empty content, or raw bytes and headers (e.g. a bad gzip body).
+``max_in_flight`` counts concurrent requests server-side.
 
     with FakeModelServer(latency_s=0.05, openai_api_key="k") as server:
         ...  # OPENAI_BASE_URL=server.openai_base_url, ANTHROPIC_BASE_URL=server.url
@@ -79,11 +80,13 @@ def default_responder() -> Responder:
 
 @dataclass(frozen=True)
 class Fault:
-    kind: Literal["status", "hang", "malformed", "empty", "json"]
+    kind: Literal["status", "hang", "malformed", "empty", "json", "raw"]
     status: int = 500
     retry_after: str | None = None
     seconds: float = 0.0
     payload: Any = None  # the body of a "json" fault
+    content: bytes = b""  # the body of a "raw" fault, sent as is
+    headers: tuple[tuple[str, str], ...] = ()  # the headers of a "raw" fault
 
     @classmethod
     def rate_limited(cls, retry_after: str | None = "0") -> Fault:
@@ -111,6 +114,21 @@ class Fault:
     def json(cls, payload: Any, status: int = 200) -> Fault:
         """Answer exactly ``payload`` (e.g. ``{}``: valid JSON, no choices)."""
         return cls("json", status=status, payload=payload)
+
+    @classmethod
+    def raw(
+        cls, content: bytes, headers: Iterable[tuple[str, str]] = (), status: int = 200
+    ) -> Fault:
+        """Answer exactly these bytes and headers (e.g. a body a proxy mangled)."""
+        return cls("raw", status=status, content=content, headers=tuple(headers))
+
+    @classmethod
+    def bad_gzip(cls) -> Fault:
+        """A JSON answer labelled ``Content-Encoding: gzip`` whose body is not gzip."""
+        return cls.raw(
+            b"this is not gzip",
+            [("content-type", "application/json"), ("content-encoding", "gzip")],
+        )
 
 
 @dataclass
@@ -381,6 +399,8 @@ class FakeModelServer:
             return Response(b'{"id": "x", "choices": [{"mess', media_type="application/json")
         if fault is not None and fault.kind == "json":
             return JSONResponse(fault.payload, status_code=fault.status)
+        if fault is not None and fault.kind == "raw":
+            return Response(fault.content, status_code=fault.status, headers=dict(fault.headers))
 
         text = "" if fault is not None and fault.kind == "empty" else self._respond(parsed)
         text, cut = _truncate(text, parsed.max_tokens or 1_000_000)
