@@ -54,6 +54,7 @@ EXIT_OK, EXIT_ABORTED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _ABORTED = {
     "quorum_lost": "fewer than two personas were left to debate",
     "vendor_unavailable": "no configured model could be reached",
+    "synthesis_failed": "the judge could not write the synthesis",
 }
 
 
