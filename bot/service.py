@@ -80,7 +80,6 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
             server = uvicorn.Server(config)
             log.info("web.listening", host=settings.host, port=settings.port)
             await server.serve()  # returns on SIGINT/SIGTERM
-            app.state.delivery_writer.close()
             tg.cancel_scope.cancel()
     if svc is not None:
         await svc.gateway.aclose()

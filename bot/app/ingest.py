@@ -46,9 +46,6 @@ class DeliveryWriter:
             loop.call_soon(self._flush)
         return await future
 
-    def close(self) -> None:
-        """Nothing to release: every delivery is committed before its answer."""
-
     def _take(self) -> list[Pending]:
         batch = self._pending[: self._max_batch]
         del self._pending[: self._max_batch]

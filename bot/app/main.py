@@ -38,7 +38,6 @@ def create_app(
     """``wake`` nudges an in-process worker when a delivery was queued."""
     app = FastAPI(title="debate-bot", docs_url=None, redoc_url=None, openapi_url=None)
     writer = DeliveryWriter(store)
-    app.state.delivery_writer = writer  # closed by whoever runs the app
     app.add_route(
         WEBHOOK_PATH, webhook_endpoint(settings, writer, metrics, wake), methods=["POST"]
     )
