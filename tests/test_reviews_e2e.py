@@ -262,3 +262,29 @@ def test_revised_plan_marks_are_stripped_for_the_commit() -> None:
     plan = "# Plan\n- [CHANGED] Add a rollback step\nKeep this.\nOwner: Ana [CHANGED]\n"
     assert strip_marks(plan) == "# Plan\n- Add a rollback step\nKeep this.\nOwner: Ana\n"
     assert changed_lines(plan) == ["- Add a rollback step", "Owner: Ana"]
+
+
+def test_a_cut_off_revision_is_never_committed(harness: Harness) -> None:
+    """A synthesis cut off by the output limit reads like a much shorter plan."""
+    from bot.debate.rehearsal import reply
+
+    h = harness
+    body = " ".join(f"step{i} keeps the service up while we migrate." for i in range(30))
+    h.github.put_file(REPO, "docs/plans/long.md", f"---\nrounds: 1\n---\n# Long plan\n\n{body}\n")
+    issue = h.github.add_issue(REPO, title="Review the long plan", user=HUMAN)
+
+    def cut_synthesis(prompt: str) -> str:
+        if "TASK: synthesis" in prompt:
+            return "CRITIQUE REPORT:\n1. Fine.\nREVISED PLAN:\n# Long plan\n[CHANGED] step0 keeps"
+        return reply(prompt)
+
+    h.models.responder = cut_synthesis
+    h.start()
+    h.post("issue_comment", command(h, issue, "/debate review docs/plans/long.md --open-pr"))
+    h.wait_for(lambda: all_finished(h, 1), what="the review")
+    h.wait_for(
+        lambda: any("debate-bot:status" in b for b in bot_comments(h, issue)), what="the status"
+    )
+    [status] = [b for b in bot_comments(h, issue) if "debate-bot:status" in b]
+    assert "less than half as long as the original" in status
+    assert h.github.count("POST", "/repos/{owner}/{repo}/pulls") == 0

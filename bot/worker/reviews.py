@@ -399,6 +399,10 @@ async def open_revision_pr(
         problem = "the plan was too long and was truncated for the review"
     elif plan is None:
         problem = "the synthesis gave no revised plan"
+    elif len(strip_marks(plan).split()) < len(spec.subject.split()) // 2:
+        # A reply cut off by the output limit reads like a much shorter plan:
+        # never commit it over the whole file.
+        problem = "the revised plan is less than half as long as the original (a cut-off reply?)"
     if problem is not None or target is None or plan is None:
         await publisher.upsert("status", f"No pull request was opened for `{path}`: {problem}.")
         return
