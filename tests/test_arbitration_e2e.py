@@ -268,6 +268,22 @@ def test_bots_arbitrates_fresh_bot_comments_in_turn_and_reports_stale(harness: H
     assert len(runs(h)) == 2
 
 
+def test_bots_queue_stays_within_the_daily_quota(harness: Harness) -> None:
+    h = harness
+    h.github.put_file(REPO, ".github/debate.yml", "quotas: {per_user_per_day: 2}\n")
+    h.start()
+    pr = seed_pr(h)
+    comments = [bot_comment(h, pr, f"Concern {i}.", line=12 + i) for i in range(3)]
+    conv, _ = conversation_command(h, pr, "/debate arbitrate --bots --rounds 1")
+    h.post("issue_comment", conv)
+    h.wait_for(lambda: all_finished(h, 2), what="two queued arbitrations")
+    [summary] = [c["body"] for c in h.github.comments(REPO, pr) if c["body"].startswith("<!--")]
+    assert "2 review-bot comment(s)" in summary and "1 more are left" in summary
+    assert len(runs(h)) == 2
+    assert thread_replies(h, pr, comments[2]) == []
+    assert not any("reached your daily" in c["body"] for c in h.github.comments(REPO, pr))
+
+
 def test_file_excerpt_is_centred_numbered_and_bounded() -> None:
     text = "".join(f"line {n} " + "x" * 300 + "\n" for n in range(1, 201))
     out = file_excerpt(text, 100)

@@ -465,7 +465,10 @@ async def _arbitrate_bots(
             text += "\n".join(stale_lines)
         await intake.reply(gh, origin, text)
         return "done"
-    chosen = sel.eligible[:MAX_BOTS_QUEUE]
+    # Every queued comment is a run of its own: never announce more than the
+    # daily quotas let through (at least one, so an exhausted quota gets its reply).
+    limit = max(1, min(MAX_BOTS_QUEUE, intake.quota_left(origin, config)))
+    chosen = sel.eligible[:limit]
     first, rest = chosen[0], [int(c["id"]) for c in chosen[1:]]
     queue = {
         "kind": QUEUE_KIND,
@@ -489,7 +492,8 @@ async def _arbitrate_bots(
     if len(sel.eligible) > len(chosen):
         lines.append(
             f"\n{len(sel.eligible) - len(chosen)} more are left for a later "
-            f"`{config.command} arbitrate --bots` (at most {MAX_BOTS_QUEUE} per command)."
+            f"`{config.command} arbitrate --bots` (at most {limit} now: "
+            f"{MAX_BOTS_QUEUE} per command, within the daily quotas)."
         )
     if stale_lines:
         lines += ["", "Skipped as stale (their lines changed after the comment):", *stale_lines]

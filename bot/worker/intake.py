@@ -355,6 +355,16 @@ class Intake:
             )
         return False
 
+    def quota_left(self, origin: Origin, config: RepoConfig) -> int:
+        """Runs this user may still start here today (repo and user quotas)."""
+        since = datetime.now(UTC) - timedelta(days=1)
+        store = self.svc.store
+        repo_left = config.quotas.per_repo_per_day - store.count_runs_since(origin.repo, since)
+        user_left = config.quotas.per_user_per_day - store.count_runs_since(
+            origin.repo, since, requested_by=origin.sender
+        )
+        return max(0, min(repo_left, user_left))
+
     async def quota_ok(self, gh: InstallationClient, origin: Origin, config: RepoConfig) -> bool:
         since = datetime.now(UTC) - timedelta(days=1)
         store = self.svc.store
