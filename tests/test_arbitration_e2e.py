@@ -5,33 +5,17 @@ real HTTP to the fake GitHub and the fake model server, the corpus's
 from __future__ import annotations
 
 import re
-import sqlite3
 from typing import Any
 
 from bot.debate.rehearsal import reply as rehearse
 from bot.worker.arbitration import file_excerpt
-from tests.harness.service import INSTALLATION, REPO, Harness, delivery
+from tests.harness.service import INSTALLATION, REPO, Harness, all_finished, delivery
+from tests.harness.service import run_rows as runs
 
 HUMAN = "Codertocat"
 VERDICT = re.compile(r"\*\*Arbitration result: (DISMISSED|CONFIRMED|ESCALATED)\.\*\*")
 APP_PY = "".join(f"value_{n} = compute({n})\n" for n in range(1, 31))
 FALSE_POSITIVE = "FALSE-POSITIVE-SAMPLE"
-
-
-def runs(h: Harness) -> list[dict[str, Any]]:
-    with sqlite3.connect(h.db_url.removeprefix("sqlite:///")) as db:
-        db.row_factory = sqlite3.Row
-        return [
-            dict(r)
-            for r in db.execute(
-                "select id, issue_number, state, outcome_kind from runs order by created_at"
-            )
-        ]
-
-
-def all_finished(h: Harness, n: int) -> bool:
-    rs = runs(h)
-    return len(rs) >= n and all(r["state"] in ("done", "failed", "aborted") for r in rs)
 
 
 def seed_pr(h: Harness, title: str = "Add the compute table") -> int:

@@ -4,12 +4,12 @@ real HTTP to the fake GitHub and the fake model server."""
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from bot.debate.revision import changed_lines, strip_marks
 from bot.worker.reviews import matches
-from tests.harness.service import INSTALLATION, REPO, Harness, delivery
+from tests.harness.service import INSTALLATION, REPO, Harness, all_finished, delivery
+from tests.harness.service import run_rows as runs
 
 HUMAN = "Codertocat"
 OTHER_REPO = "Codertocat/Read-Only"
@@ -39,22 +39,6 @@ THREATS = "".join(
     * 12
     for n in range(1, 41)
 )
-
-
-def runs(h: Harness) -> list[dict[str, Any]]:
-    with sqlite3.connect(h.db_url.removeprefix("sqlite:///")) as db:
-        db.row_factory = sqlite3.Row
-        return [
-            dict(r)
-            for r in db.execute(
-                "select id, repo, issue_number, state, outcome_kind from runs order by created_at"
-            )
-        ]
-
-
-def all_finished(h: Harness, n: int) -> bool:
-    rs = runs(h)
-    return len(rs) >= n and all(r["state"] in ("done", "failed", "aborted") for r in rs)
 
 
 def bot_comments(h: Harness, number: int, repo: str = REPO) -> list[str]:

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -198,3 +199,21 @@ class Harness:
     def stop(self) -> None:
         if self.service is not None:
             self.service.stop()
+
+
+def run_rows(h: Harness) -> list[dict[str, Any]]:
+    """The service's runs, oldest first, read straight from its SQLite file."""
+    with sqlite3.connect(h.db_url.removeprefix("sqlite:///")) as db:
+        db.row_factory = sqlite3.Row
+        return [
+            dict(r)
+            for r in db.execute(
+                "select id, repo, issue_number, state, outcome_kind from runs order by created_at"
+            )
+        ]
+
+
+def all_finished(h: Harness, n: int) -> bool:
+    """At least ``n`` runs exist and none is still active."""
+    rs = run_rows(h)
+    return len(rs) >= n and all(r["state"] in ("done", "failed", "aborted") for r in rs)
