@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.commands.parser import Command, UsageError, parse_command, usage_text
+from bot.commands.parser import Command
 from bot.config import RepoConfig
 from bot.debate.plan import cap_subject
 from bot.debate.types import ArbitrationContext
@@ -43,7 +43,7 @@ from bot.github.gateway import InstallationClient
 from bot.github.markers import parse_marker
 from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, RunRow
-from bot.worker.intake import Intake, Origin, Services, addressed_by_default, load_config
+from bot.worker.intake import Intake, Origin, Services, load_config
 from bot.worker.specs import Subject
 
 log = get_logger(__name__)
@@ -239,21 +239,10 @@ async def handle_review_comment(
         review_comment=True,
         thread_root=comment.in_reply_to_id or comment.id,
     )
-    config = await intake.config_or_reply(gh, origin, addressed=addressed_by_default(comment.body))
-    if config is None:
-        return "done"
-    try:
-        cmd = parse_command(comment.body, command=config.command)
-    except UsageError as exc:
-        if not await intake.allowed(gh, origin, config, reply=False):
-            return "ignored"
-        await intake.react(gh, origin, "confused")
-        await intake.reply(gh, origin, f"{exc.public}\n\n{usage_text(config.command)}")
-        return "done"
-    if cmd is None:
-        return "ignored"
-    if not await intake.allowed(gh, origin, config, reply=True):
-        return "done"
+    got = await intake.read_command(gh, origin, comment.body)
+    if isinstance(got, str):
+        return got
+    config, cmd = got
     if cmd.action in ("help", "status", "cancel"):
         return await intake.dispatch(gh, origin, config, cmd)
     if cmd.action != "arbitrate":

@@ -225,6 +225,18 @@ class Intake:
     ) -> str:
         if not body.lstrip().startswith("/"):
             return "ignored"
+        got = await self.read_command(gh, origin, body)
+        if isinstance(got, str):
+            return got
+        config, cmd = got
+        return await self.dispatch(gh, origin, config, cmd)
+
+    async def read_command(
+        self, gh: InstallationClient, origin: Origin, body: str
+    ) -> tuple[RepoConfig, Command] | str:
+        """The repo config and the command of an allowed user; or, when there is
+        nothing more to do (not a command, or answered with a config, usage or
+        permission reply), the delivery's final state."""
         config = await self.config_or_reply(gh, origin, addressed=addressed_by_default(body))
         if config is None:
             return "done"
@@ -240,7 +252,7 @@ class Intake:
             return "ignored"
         if not await self.allowed(gh, origin, config, reply=True):
             return "done"
-        return await self.dispatch(gh, origin, config, cmd)
+        return config, cmd
 
     async def dispatch(
         self, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
