@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
 from bot.debate.render import render_round, render_transcript
 from bot.debate.types import ContextFile, ModelRequest, Turn, Usage
-from tests.test_engine_support import Run, drop, reply_turn, spec_for
+from tests.test_engine_support import Run, drop, reply_turn, spec_for, stance_reply
 
 DEBATE_SYNTHESIS = """Here is my verdict.
 SETTLED:
@@ -62,6 +63,19 @@ def test_round_digest_marks_drops_and_missing_stances() -> None:
     assert "&lt;/details&gt;" in r1
     r2 = render_round(run.spec, run.turns, 2)
     assert "### Forge — dropped (`unusable_output`)" in r2
+    assert "cut off" not in r1 + r2
+
+
+def test_a_turn_cut_off_at_the_output_limit_says_so() -> None:
+    def answer(req: ModelRequest) -> Turn | None:
+        if req.key.slot == "Atlas" and req.key.phase == "opening":
+            return replace(reply_turn(req, stance_reply(1, "HOLD")), truncated=True)
+        return None
+
+    run = Run(spec_for("debate"), answer)
+    out = run.go()
+    assert "_This turn was cut off at the output limit._" in render_round(run.spec, run.turns, 1)
+    assert "- **Cut off at the output limit:** Atlas (opening, tier 0 round 1)" in out.body
 
 
 def test_debate_verdict_sections_and_key_arguments() -> None:

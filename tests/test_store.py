@@ -659,7 +659,10 @@ def test_turns_are_idempotent_and_ordered(store):
             latency_ms=1200,
             cost_usd=0.0125,
         ),
-        make_turn("opening", 1, "con", "con says", input_tokens=100, output_tokens=40),
+        replace(
+            make_turn("opening", 1, "con", "con says", input_tokens=100, output_tokens=40),
+            truncated=True,
+        ),
         Turn(
             key=TurnKey("rebuttal", 1, "con", tier=1),
             text="",

@@ -99,6 +99,11 @@ def audit_block(w: Walker) -> str:
                 f"{t.key.slot} ({t.key.phase}, tier {t.key.tier} round {t.key.round}): "
                 f"{t.drop_class}"
             )
+    cut = [
+        f"{t.key.slot} ({t.key.phase}, tier {t.key.tier} round {t.key.round})"
+        for t in used
+        if t.truncated
+    ]
     degradation = degradation_text(w)
     # Only tiers that ran count: a tier planned but never started is no escalation.
     tiers = [t for t in sorted(w.routings) if t == 0 or w.records(t)]
@@ -131,6 +136,7 @@ def audit_block(w: Walker) -> str:
         f"- **Cost estimate:** ${cost:.4f}",
         f"- **Model time:** {seconds:.1f} s (sum of call latencies)",
         "- **Drops:** " + ("; ".join(drops) if drops else "none"),
+        *(["- **Cut off at the output limit:** " + "; ".join(cut)] if cut else []),
         f"- **Degradation:** {degradation}",
         f"- **Escalation:** {escalation}",
         f"- **Context files:** {files}",

@@ -61,6 +61,8 @@ def render_round(spec: DebateSpec, turns: Sequence[Turn], round: int, tier: int 
             reason = f" — {_safe(' '.join(e.reason.split()))}" if e.reason else ""
             implicit = "" if e.explicit else " _(no stance given)_"
             lines.append(f"- Point {p}: **{e.stance}**{reason}{implicit}")
+        if t.truncated:
+            lines += ["", "_This turn was cut off at the output limit._"]
         lines += ["", *_details(f"{s.name} — full turn", t.text), ""]
     if rec.open:
         lines.append("**Still contested:** " + ", ".join(f"point {p}" for p in rec.open))

@@ -137,6 +137,7 @@ class Turn:
     usage: Usage = field(default_factory=Usage)
     status: TurnStatus = "ok"
     drop_class: DropClass | None = None
+    truncated: bool = False  # the provider stopped at the output limit
 
 
 @dataclass(frozen=True)

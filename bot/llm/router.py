@@ -182,7 +182,13 @@ class ModelRouter:
                     max_output_tokens=request.max_output_tokens,
                     output_tokens=completion.usage.output_tokens,
                 )
-            return Turn(key=request.key, text=completion.text, model=ref, usage=completion.usage)
+            return Turn(
+                key=request.key,
+                text=completion.text,
+                model=ref,
+                usage=completion.usage,
+                truncated=completion.truncated,
+            )
         return Turn(
             key=request.key,
             text="",

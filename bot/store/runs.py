@@ -597,6 +597,7 @@ class RunStore:
                 cached_tokens=usage.cached_tokens,
                 latency_ms=usage.latency_ms,
                 cost_usd=usage.cost_usd,
+                truncated=turn.truncated,
                 created_at=self._now(),
             )
             .on_conflict_do_nothing(index_elements=[t.run_id, t.turn_id])
@@ -689,4 +690,5 @@ def _turn_from_row(row: Mapping[Any, Any]) -> Turn:
         ),
         status=cast(TurnStatus, row["status"]),
         drop_class=cast(DropClass | None, row["drop_class"]),
+        truncated=bool(row["truncated"]),
     )

@@ -154,6 +154,7 @@ turns = sa.Table(
     sa.Column("cached_tokens", sa.Integer, nullable=False),
     sa.Column("latency_ms", sa.Integer, nullable=False),
     sa.Column("cost_usd", sa.Float, nullable=False),
+    sa.Column("truncated", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.CheckConstraint(_in("status", TURN_STATUSES), name="status"),
     sa.UniqueConstraint("run_id", "seq"),
