@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -63,6 +63,26 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         with self._lock:
             self.now += timedelta(seconds=seconds)
+
+
+def race(n: int, body: Callable[[int], None]) -> None:
+    """Run ``body(0..n-1)`` on n threads released together; fail on any error."""
+    barrier = threading.Barrier(n)
+    errors: list[Exception] = []
+
+    def start(i: int) -> None:
+        barrier.wait()
+        try:
+            body(i)
+        except Exception as exc:  # surfaced by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
 
 
 # -- fixtures -------------------------------------------------------------------
@@ -438,26 +458,17 @@ def test_active_run_rule_is_enforced_by_the_database(store, clock):
 
 def test_concurrent_create_on_one_issue(db_url, clock, store):
     stores = [RunStore.from_url(db_url, clock=clock) for _ in range(2)]
-    created, refused, errors = [], [], []
-    barrier = threading.Barrier(6)
+    created, refused = [], []
 
-    def attempt(s: RunStore) -> None:
-        barrier.wait()
+    def attempt(n: int) -> None:
         try:
-            created.append(new_run(s, issue=5).id)
+            created.append(new_run(stores[n % 2], issue=5).id)
         except ActiveRunExists as exc:
             refused.append(exc.run.id)
-        except Exception as exc:  # surfaced by the assertion below
-            errors.append(exc)
 
-    threads = [threading.Thread(target=attempt, args=(stores[i % 2],)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    race(6, attempt)
     for s in stores:
         s.dispose()
-    assert errors == []
     assert len(created) == 1 and len(refused) == 5
     assert set(refused) == set(created)
 
@@ -525,28 +536,16 @@ def test_racing_workers_claim_each_run_once(db_url, clock, store):
     ids = {new_run(store, issue=i).id for i in range(40)}
     stores = [RunStore.from_url(db_url, clock=clock) for _ in range(2)]
     claims: list[tuple[str, str]] = []
-    errors: list[Exception] = []
     lock = threading.Lock()
-    barrier = threading.Barrier(6)
 
     def worker(n: int) -> None:
-        s = stores[n % 2]
-        barrier.wait()
-        try:
-            while (run := s.claim_run(f"w{n}", LEASE)) is not None:
-                with lock:
-                    claims.append((run.id, run.lease_owner or ""))
-        except Exception as exc:  # surfaced by the assertion below
-            errors.append(exc)
+        while (run := stores[n % 2].claim_run(f"w{n}", LEASE)) is not None:
+            with lock:
+                claims.append((run.id, run.lease_owner or ""))
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    race(6, worker)
     for s in stores:
         s.dispose()
-    assert errors == []
     claimed_ids = [run_id for run_id, _ in claims]
     assert len(claimed_ids) == len(ids)
     assert set(claimed_ids) == ids
@@ -691,25 +690,14 @@ def test_concurrent_turn_saves_keep_every_turn(db_url, clock, store):
     run = new_run(store)
     stores = [RunStore.from_url(db_url, clock=clock) for _ in range(2)]
     turns = [make_turn("opening", 1, f"p{i}", f"t{i}", output_tokens=1) for i in range(24)]
-    barrier = threading.Barrier(4)
-    errors: list[Exception] = []
 
     def save(n: int) -> None:
-        barrier.wait()
-        try:
-            for turn in turns[n::4]:
-                stores[n % 2].save_turn(run.id, turn)
-        except Exception as exc:  # surfaced by the assertion below
-            errors.append(exc)
+        for turn in turns[n::4]:
+            stores[n % 2].save_turn(run.id, turn)
 
-    threads = [threading.Thread(target=save, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    race(4, save)
     for s in stores:
         s.dispose()
-    assert errors == []
     loaded = store.load_turns(run.id)
     assert sorted(t.key.slot for t in loaded) == sorted(t.key.slot for t in turns)
     assert store.get_run(run.id).tokens_total == 24
