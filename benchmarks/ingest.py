@@ -34,9 +34,8 @@ from benchmarks.common import (
 )
 from bot.github.webhooks import SIGNATURE_HEADER, sign
 from bot.store import RunStore
-from tests.harness.service import SHARED
+from tests.harness.service import CORPUS
 
-CORPUS = SHARED / "corpus" / "webhooks"
 PAYLOAD = "issue_comment.created.with-installation.json"
 COMMENT_BODY = "/debate Should we ship the ingestion path as is?"
 EVENT = "issue_comment"

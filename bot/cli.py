@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +17,24 @@ app = typer.Typer(
     no_args_is_help=True,
     help="debate-bot: structured adversarial debates between LLM personas on GitHub.",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"debate-bot {version('debate-bot')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    _show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """debate-bot: structured adversarial debates between LLM personas on GitHub."""
 
 
 def _settings() -> Settings:

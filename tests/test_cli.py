@@ -543,3 +543,11 @@ def test_long_plan_is_truncated_with_a_warning(repo: Path) -> None:
     result = run("plan.md", "--model", "scripted/rehearsal", "--dry-run")
     assert result.exit_code == 0, result.output
     assert "Warning: the plan was longer than the subject limit and was truncated" in result.stdout
+
+
+def test_version_names_the_installed_package() -> None:
+    from importlib.metadata import version
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"debate-bot {version('debate-bot')}"

@@ -21,9 +21,9 @@ from bot.github.events import (
     parse_event,
 )
 from bot.github.webhooks import sign, verify_signature
-from tests.harness.service import SHARED
+from tests.harness.service import FIXTURES
 
-CORPUS = SHARED / "corpus"
+CORPUS = FIXTURES
 MANIFEST: list[dict[str, Any]] = json.loads((CORPUS / "manifest.json").read_text())["webhooks"]
 
 

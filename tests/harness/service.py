@@ -25,9 +25,9 @@ from bot.github.webhooks import sign
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.model_server import FakeModelServer
 
-# shared/ lies beside the clone (in development and in CI alike).
-SHARED = Path(os.environ.get("DEBATE_BOT_SHARED", Path(__file__).resolve().parents[3] / "shared"))
-CORPUS = SHARED / "corpus" / "webhooks"
+# Real GitHub payloads, copied into the repository (see tests/fixtures/SOURCES.md).
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+CORPUS = FIXTURES / "webhooks"
 
 APP_ID = 4242
 SECRET = "whsec-test-" + uuid.uuid4().hex
