@@ -142,5 +142,30 @@ def run(
     raise typer.Exit(code)
 
 
+@app.command()
+def replay(
+    file: Annotated[Path, typer.Argument(help="A webhook payload (JSON), posted byte for byte")],
+    event: Annotated[str, typer.Option(help="X-GitHub-Event, e.g. issue_comment")],
+    url: Annotated[
+        str | None,
+        typer.Option(help="Webhook URL (default: this host's DEBATE_BOT_HOST/PORT)"),
+    ] = None,
+) -> None:
+    """Sign a payload with the webhook secret and post it to a running service."""
+    import httpx
+
+    from bot.replay import replay as post_delivery
+
+    try:
+        result = post_delivery(_settings(), file, event, url)
+    except BotError as exc:
+        raise _fail(exc) from None
+    except httpx.HTTPError as exc:
+        typer.secho(f"error: the service did not answer: {exc}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(1) from None
+    typer.echo(f"{result.status} {result.body} (delivery {result.delivery_id})")
+    raise typer.Exit(0 if 200 <= result.status < 300 else 1)
+
+
 def main() -> None:
     app()
