@@ -1,4 +1,4 @@
-"""Parse `/debate …` comment commands (DESIGN.md §3, "Commands").
+"""Parse `/debate …` comment commands.
 
 Only the first line of a comment holds the command; the following lines are
 extra context for the topic. Flags are tokenized shell-style (quotes group

@@ -1,4 +1,4 @@
-"""The persona auto-pick table (DESIGN.md §2) and the judge's classification.
+"""The persona auto-pick table and the judge's classification.
 
 The judge answers the frame question with ``ARTIFACT: <key>`` (one of the keys
 below, or ``none``) and, for ``none``, ``OWNER: <name> — <lens>``: the natural

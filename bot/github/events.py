@@ -3,7 +3,7 @@
 Only the fields the bot reads are declared; everything else is ignored, and
 fields GitHub may omit or null are optional. githubkit's strict models reject
 real deliveries (new required label fields, older installation payloads), so
-these are our own (DESIGN.md §6).
+these are our own (see tests/fixtures/SOURCES.md for the deliveries concerned).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ GraphQL endpoint), but three of its defaults are replaced on purpose:
   would be shared between gateways with different keys or servers.
 - Responses are read as plain JSON, not githubkit's strict pydantic models:
   GitHub adds fields and relaxes types over time, and a model mismatch must not
-  break a debate (see DESIGN.md §6 on strict models).
+  break a debate (githubkit's strict webhook models already reject real deliveries).
 
 githubkit opens a fresh ``httpx.AsyncClient`` per request when it is not used as
 a context manager; all of them share one pooled transport, so connections are

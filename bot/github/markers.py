@@ -1,6 +1,6 @@
 """Marker lines that tag every bot comment, and splitting of long bodies.
 
-Every comment the bot posts starts with one marker line (DESIGN.md §3)::
+Every comment the bot posts starts with one marker line (docs/architecture.md, "Markers")::
 
     <!-- debate-bot:round run=<id> round=<n> -->
     <!-- debate-bot:verdict run=<id> -->

@@ -1,7 +1,7 @@
 """Webhook signature verification (`X-Hub-Signature-256`).
 
 We verify ourselves instead of using githubkit's ``verify()``: that one falls
-back to SHA-1 when the ``sha256=`` prefix is missing (DESIGN.md §6).
+back to SHA-1 when the ``sha256=`` prefix is missing.
 """
 
 from __future__ import annotations
