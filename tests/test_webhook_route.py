@@ -15,7 +15,7 @@ import pytest
 import uvicorn
 from pydantic import SecretStr
 
-from bot.app.main import create_app
+from bot.app.main import create_app, front_page
 from bot.app.metrics import Metrics
 from bot.config import Settings
 from bot.github.webhooks import sign
@@ -142,7 +142,28 @@ def test_no_secret_refuses_webhooks_but_serves_health(tmp_path: Path) -> None:
         assert r.status_code == 503 and "DEBATE_BOT_WEBHOOK_SECRET" in r.json()["reason"]
         assert httpx.get(url + "/healthz").status_code == 200
         assert httpx.get(url + "/readyz").json() == {"status": "ready"}
+        front = httpx.get(url + "/")
+        assert front.status_code == 200
+        assert "No GitHub App is configured" in front.text
+        for name in ("DEBATE_BOT_WEBHOOK_SECRET", "DEBATE_BOT_APP_ID", "DEBATE_BOT_PRIVATE_KEY"):
+            assert name in front.text
     finally:
         server.should_exit = True
         thread.join(timeout=10)
         store.dispose()
+
+
+def test_front_page_names_what_is_missing_never_values(route) -> None:
+    url, _ = route
+    text = httpx.get(url + "/").text
+    assert "DEBATE_BOT_APP_ID" in text and "DEBATE_BOT_WEBHOOK_SECRET" not in text
+    assert SECRET not in text
+
+
+def test_front_page_of_a_configured_app_is_one_line() -> None:
+    settings = Settings(
+        webhook_secret=SecretStr(SECRET), app_id=7, private_key=SecretStr("-----BEGIN…")
+    )
+    text = front_page(settings)
+    assert text.startswith("debate-bot ") and "/api/github/webhooks" in text
+    assert "missing" not in text and SECRET not in text

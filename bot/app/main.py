@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from importlib.metadata import version
 
 import anyio
 from fastapi import FastAPI
@@ -28,6 +29,33 @@ def settle_gc() -> None:
     gc.set_threshold(20_000, 20, 20)
 
 
+def front_page(settings: Settings) -> str:
+    """What `/` says: that the service runs, and what is still missing to receive
+    and process webhooks (names of settings only, never their values)."""
+    missing = [
+        name
+        for name, present in (
+            ("DEBATE_BOT_WEBHOOK_SECRET", settings.webhook_secret is not None),
+            ("DEBATE_BOT_APP_ID", settings.app_id is not None),
+            (
+                "DEBATE_BOT_PRIVATE_KEY or DEBATE_BOT_PRIVATE_KEY_FILE",
+                settings.private_key is not None or settings.private_key_file is not None,
+            ),
+        )
+        if not present
+    ]
+    head = f"debate-bot {version('debate-bot')} is running. Webhooks: POST {WEBHOOK_PATH}\n"
+    if not missing:
+        return head
+    return head + (
+        "\nNo GitHub App is configured yet. Still missing: "
+        + ", ".join(missing)
+        + ".\nRegister an app with the permissions and events of deploy/app.yml "
+        "(docs/operations.md), put its id, private key and webhook secret in .env, "
+        "and restart. Until then webhooks are refused (503) or stored unprocessed.\n"
+    )
+
+
 def create_app(
     settings: Settings,
     store: RunStore,
@@ -41,6 +69,12 @@ def create_app(
     app.add_route(
         WEBHOOK_PATH, webhook_endpoint(settings, writer, metrics, wake), methods=["POST"]
     )
+
+    front = front_page(settings)
+
+    @app.get("/")
+    async def index() -> Response:
+        return Response(front, media_type="text/plain; charset=utf-8")
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
