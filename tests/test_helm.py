@@ -370,3 +370,12 @@ def test_defaults_and_optional_parts() -> None:
     tagged = render({"image": {"repository": "example/bot", "tag": "9.9.9"}})
     for dep in of_kind(tagged, "Deployment"):
         assert containers(dep)[0]["image"] == "example/bot:9.9.9"
+
+
+@pytest.mark.parametrize("app_id", [1234567, "1234567"])
+def test_a_numeric_app_id_stays_an_integer(app_id: object) -> None:
+    # Helm holds numbers as float64: a plain toString would give "1.234567e+06".
+    docs = render({"secret": {"appId": app_id}})
+    data = one(docs, "Secret", f"{RELEASE}-debate-bot")["stringData"]
+    assert data["DEBATE_BOT_APP_ID"] == "1234567"
+    assert Settings(app_id=data["DEBATE_BOT_APP_ID"]).app_id == 1234567
