@@ -13,13 +13,14 @@ import typer
 import yaml
 from pydantic import AliasChoices
 
+import helm_python as helm
+
 import bot.cli
 from bot.app.main import create_app
 from bot.app.metrics import Metrics
 from bot.config import Settings
 from bot.store import RunStore
 
-helm = pytest.importorskip("helm_python", reason="helm-python-sdk (dev dependency) not installed")
 
 CHART = Path(__file__).resolve().parent.parent / "deploy" / "helm" / "debate-bot"
 RELEASE = "rel"
