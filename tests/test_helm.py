@@ -8,19 +8,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import helm_python as helm
 import pytest
 import typer
 import yaml
 from pydantic import AliasChoices
-
-import helm_python as helm
 
 import bot.cli
 from bot.app.main import create_app
 from bot.app.metrics import Metrics
 from bot.config import Settings
 from bot.store import RunStore
-
 
 CHART = Path(__file__).resolve().parent.parent / "deploy" / "helm" / "debate-bot"
 RELEASE = "rel"
