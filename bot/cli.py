@@ -143,6 +143,26 @@ def run(
 
 
 @app.command()
+def doctor() -> None:
+    """Check settings, the app's key and grants on GitHub, the database and the models."""
+    import anyio
+    from rich.console import Console
+    from rich.table import Table
+
+    from bot.doctor import run_checks
+
+    try:
+        checks = anyio.run(run_checks, _settings())
+    except BotError as exc:
+        raise _fail(exc) from None
+    table = Table("", "check", "result", "fix")
+    for c in checks:
+        table.add_row("[green]✓[/]" if c.ok else "[red]✗[/]", c.name, c.detail, c.fix)
+    Console().print(table)
+    raise typer.Exit(0 if all(c.ok for c in checks) else 1)
+
+
+@app.command()
 def replay(
     file: Annotated[Path, typer.Argument(help="A webhook payload (JSON), posted byte for byte")],
     event: Annotated[str, typer.Option(help="X-GitHub-Event, e.g. issue_comment")],

@@ -277,21 +277,42 @@ class GitHubGateway:
             self._states[installation_id] = state
         return state
 
+    async def app_info(self) -> dict[str, Any]:
+        """``GET /app`` as the app itself: slug, granted permissions, events."""
+        headers = dict(self._base_headers)
+
+        async def op(_: dict[str, str]) -> Response[Any]:
+            return await self._app_gh.rest.apps.async_get_authenticated(headers=headers)
+
+        response = await self._send(
+            "GET", "/app", op, installation_id=None, write=False, replay_safe=True
+        )
+        return _json_dict(response)
+
+    async def installation_ids(self, limit: int = 100) -> list[int]:
+        """The ids of the app's installations (``GET /app/installations``), at most ``limit``."""
+        headers = dict(self._base_headers)
+
+        async def op(_: dict[str, str]) -> Response[Any]:
+            return await self._app_gh.rest.apps.async_list_installations(
+                per_page=min(limit, 100), headers=headers
+            )
+
+        response = await self._send(
+            "GET", "/app/installations", op, installation_id=None, write=False, replay_safe=True
+        )
+        data = _json(response)
+        if not isinstance(data, list):
+            raise GitHubError("GitHub returned an unexpected response shape")
+        return [int(i["id"]) for i in data[:limit] if isinstance(i, dict) and "id" in i]
+
     async def bot_login(self) -> str:
         """The login the app comments as (``<slug>[bot]``), from ``GET /app``, once.
 
         Used to recognize the bot's own comments when looking for one by marker:
         anyone can type a marker line, only the app can author as the app."""
         if self._bot_login is None:
-            headers = dict(self._base_headers)
-
-            async def op(_: dict[str, str]) -> Response[Any]:
-                return await self._app_gh.rest.apps.async_get_authenticated(headers=headers)
-
-            response = await self._send(
-                "GET", "/app", op, installation_id=None, write=False, replay_safe=True
-            )
-            slug = _json_dict(response).get("slug")
+            slug = (await self.app_info()).get("slug")
             if not isinstance(slug, str) or not slug:
                 raise GitHubError("GitHub returned the app without a slug")
             self._bot_login = f"{slug}[bot]"

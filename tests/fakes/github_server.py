@@ -277,6 +277,19 @@ class FakeGitHub:
     ) -> None:
         self.app_id = app_id
         self.app_slug = app_slug
+        # What the app was registered with (GET /app); doctor compares them to deploy/app.yml.
+        self.app_permissions: dict[str, str] = {
+            "issues": "write",
+            "pull_requests": "write",
+            "contents": "read",
+            "metadata": "read",
+        }
+        self.app_events: list[str] = [
+            "issue_comment",
+            "issues",
+            "pull_request",
+            "pull_request_review_comment",
+        ]
         self.bot_login = f"{app_slug}[bot]"
         self.token_ttl_s = token_ttl_s
         self.api_prefix = api_prefix.rstrip("/")
@@ -1069,7 +1082,27 @@ class FakeGitHub:
         async def get_app(request: Request) -> JSONResponse:
             self._check_app_jwt(request)
             return JSONResponse(
-                {"id": self.app_id, "slug": self.app_slug, "name": self.app_slug}
+                {
+                    "id": self.app_id,
+                    "slug": self.app_slug,
+                    "name": self.app_slug,
+                    "permissions": self.app_permissions,
+                    "events": self.app_events,
+                }
+            )
+
+        @app.get(P + "/app/installations")
+        async def list_installations(request: Request) -> JSONResponse:
+            self._check_app_jwt(request)
+            with lock:
+                ids = sorted(self._installations)
+            return self._page(
+                request,
+                [
+                    {"id": i, "app_id": self.app_id, "app_slug": self.app_slug,
+                     "permissions": self._permissions_of(i), "events": self.app_events}
+                    for i in ids
+                ],
             )
 
         @app.post(P + "/app/installations/{installation_id:int}/access_tokens")

@@ -1,0 +1,232 @@
+"""`debate-bot doctor`: check what a first deployment gets wrong, one line each
+with the fix. Secrets are never shown, only whether they are set."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+import yaml
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+from bot.config import Settings
+from bot.debate.types import ModelRequest, Prompt, TurnKey
+from bot.errors import BotError, ConfigError
+from bot.github.gateway import GitHubGateway
+from bot.llm.router import ModelRouter
+from bot.store import RunStore
+
+PERMISSION_RANK = {"read": 1, "write": 2, "admin": 3}
+MAX_INSTALLATIONS = 5  # tokens fetched to prove installations are reachable
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def load_app_manifest() -> dict[str, Any]:
+    """deploy/app.yml: shipped in the wheel as bot/app.yml, read from the checkout otherwise."""
+    packaged = files("bot").joinpath("app.yml")
+    path = Path(str(packaged))
+    if not path.is_file():
+        path = Path(__file__).resolve().parents[1] / "deploy" / "app.yml"
+    doc = yaml.safe_load(path.read_text())
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: not a GitHub App manifest")
+    return doc
+
+
+def _settings_checks(settings: Settings) -> list[Check]:
+    key = settings.private_key_pem()
+    key_source = (
+        f"file {settings.private_key_file}" if settings.private_key_file else "inline (masked)"
+    )
+    rows = [
+        (
+            "DEBATE_BOT_APP_ID",
+            settings.app_id is not None,
+            str(settings.app_id) if settings.app_id is not None else "not set",
+        ),
+        ("private key", bool(key), key_source if key else "not set"),
+        (
+            "DEBATE_BOT_WEBHOOK_SECRET",
+            settings.webhook_secret is not None,
+            "set (masked)" if settings.webhook_secret else "not set",
+        ),
+    ]
+    checks = [
+        Check(name, ok, detail, "" if ok else f"set {name.split()[0]} in .env or the environment")
+        for name, ok, detail in rows
+    ]
+    if key:
+        try:
+            load_pem_private_key(key.encode(), password=None)
+            checks.append(Check("private key parses", True, "PEM private key"))
+        except (ValueError, TypeError):
+            checks.append(
+                Check(
+                    "private key parses",
+                    False,
+                    "not a PEM private key",
+                    "download a new key from the app's settings page",
+                )
+            )
+    return checks
+
+
+def _grants(app: dict[str, Any], manifest: dict[str, Any]) -> list[Check]:
+    granted: dict[str, str] = app.get("permissions") or {}
+    wanted: dict[str, str] = manifest.get("default_permissions") or {}
+    short = [
+        f"{name}: {level} (has {granted.get(name, 'none')})"
+        for name, level in wanted.items()
+        if PERMISSION_RANK.get(granted.get(name, ""), 0) < PERMISSION_RANK.get(level, 0)
+    ]
+    events = set(app.get("events") or [])
+    missing_events = sorted(set(manifest.get("default_events") or []) - events)
+    fix = "grant them in the app's settings (Permissions & events), then accept them per install"
+    return [
+        Check(
+            "app permissions",
+            not short,
+            "as deploy/app.yml" if not short else "missing " + "; ".join(short),
+            "" if not short else fix,
+        ),
+        Check(
+            "app events",
+            not missing_events,
+            "as deploy/app.yml" if not missing_events else "missing " + ", ".join(missing_events),
+            "" if not missing_events else fix,
+        ),
+    ]
+
+
+async def _github_checks(settings: Settings, manifest: dict[str, Any]) -> list[Check]:
+    try:
+        gateway = GitHubGateway(settings, max_attempts=2, timeout_s=10.0)
+    except ConfigError as exc:
+        return [Check("GitHub accepts the app", False, exc.public, "fix the settings above")]
+    async with gateway:
+        try:
+            app = await gateway.app_info()
+        except BotError as exc:
+            return [
+                Check(
+                    "GitHub accepts the app",
+                    False,
+                    str(exc) or exc.public,
+                    "check DEBATE_BOT_APP_ID, the key, and DEBATE_BOT_GITHUB_API_URL",
+                )
+            ]
+        checks = [Check("GitHub accepts the app", True, f"GET /app: {app.get('slug')}")]
+        if manifest:  # else the manifest row above already failed
+            checks += _grants(app, manifest)
+        try:
+            ids = await gateway.installation_ids()
+            for installation_id in ids[:MAX_INSTALLATIONS]:
+                await gateway.installation(installation_id)
+        except BotError as exc:
+            checks.append(
+                Check("installations", False, str(exc) or exc.public, "check the app's installs")
+            )
+            return checks
+        checks.append(
+            Check(
+                "installations",
+                bool(ids),
+                f"{len(ids)} installed, tokens issued" if ids else "installed nowhere",
+                "" if ids else "install the app on a repository from its public page",
+            )
+        )
+    return checks
+
+
+def _database_checks(settings: Settings) -> list[Check]:
+    store = RunStore.from_url(settings.database_url)
+    try:
+        if not store.ping():
+            return [
+                Check(
+                    "database",
+                    False,
+                    "unreachable",
+                    "check DEBATE_BOT_DATABASE_URL and that the server runs",
+                )
+            ]
+        head = ScriptDirectory.from_config(store.alembic_config()).get_current_head()
+        with store.engine.connect() as conn:
+            current = MigrationContext.configure(conn).get_current_revision()
+        migrated = current == head
+        return [
+            Check("database", True, f"reachable ({store.engine.dialect.name})"),
+            Check(
+                "schema",
+                migrated,
+                f"at {current}" if migrated else f"at {current or 'nothing'}, code needs {head}",
+                "" if migrated else "run `debate-bot migrate`",
+            ),
+        ]
+    except (BotError, sa.exc.SQLAlchemyError) as exc:
+        return [Check("database", False, type(exc).__name__, "check DEBATE_BOT_DATABASE_URL")]
+    finally:
+        store.dispose()
+
+
+async def _model_checks(settings: Settings) -> list[Check]:
+    models = list(dict.fromkeys([*settings.default_models, settings.default_model or ""]))
+    models = [m for m in models if m]
+    if not models:
+        return [
+            Check(
+                "models",
+                False,
+                "none configured",
+                "set DEBATE_BOT_DEFAULT_MODEL (and a provider key, e.g. OPENAI_API_KEY)",
+            )
+        ]
+    checks = []
+    async with ModelRouter(settings) as router:
+        for ref in models:
+            turn = await router.complete(_ping_request(ref))
+            ok = turn.status == "ok"
+            checks.append(
+                Check(
+                    f"model {ref}",
+                    ok,
+                    f"answered in {turn.usage.latency_ms} ms" if ok else str(turn.drop_class),
+                    "" if ok else "check the provider's key, base URL and the model's name",
+                )
+            )
+    return checks
+
+
+def _ping_request(ref: str) -> ModelRequest:
+    return ModelRequest(
+        key=TurnKey(phase="frame", round=0, slot="doctor"),
+        models=(ref,),
+        prompt=Prompt(system="Answer with one word.", prefix="", suffix="Say OK."),
+        max_output_tokens=16,
+    )
+
+
+async def run_checks(settings: Settings) -> list[Check]:
+    checks = _settings_checks(settings)
+    try:
+        manifest = load_app_manifest()
+    except (OSError, ConfigError, yaml.YAMLError) as exc:
+        checks.append(Check("deploy/app.yml", False, type(exc).__name__, "reinstall debate-bot"))
+        manifest = {}
+    if settings.app_id is not None and settings.private_key_pem():
+        checks += await _github_checks(settings, manifest)
+    checks += _database_checks(settings)
+    checks += await _model_checks(settings)
+    return checks
