@@ -5,7 +5,8 @@
     python3 dev.py test [ARGS]  run the test suite (ARGS go to pytest)
     python3 dev.py lint         ruff + mypy
     python3 dev.py bench        run the benchmarks
-    python3 dev.py lock         refresh requirements.lock from uv.lock (needs uv)
+    python3 dev.py lock         refresh uv.lock, requirements.lock (everything) and
+                                requirements-runtime.lock (the image's) (needs uv)
 
 The first call creates ./.venv and installs requirements.lock plus the project;
 later calls reinstall only when requirements.lock or pyproject.toml changed.
@@ -56,17 +57,13 @@ def run(*cmd: str) -> int:
 def main(argv: list[str]) -> int:
     action, rest = (argv[0], argv[1:]) if argv else ("help", [])
     if action == "lock":
-        return run("uv", "lock") or run(
-            "uv",
-            "export",
-            "--frozen",
-            "--no-hashes",
-            "--no-emit-project",
-            "--all-groups",
-            "--format",
-            "requirements-txt",
-            "-o",
-            "requirements.lock",
+        export = ["uv", "export", "--frozen", "--no-hashes", "--no-emit-project"]
+        txt = ["--format", "requirements-txt", "-o"]
+        return (
+            run("uv", "lock")
+            or run(*export, "--all-groups", *txt, "requirements.lock")
+            # What the container image installs: no linters or test runners.
+            or run(*export, "--no-dev", *txt, "requirements-runtime.lock")
         )
     if action not in {"serve", "test", "lint", "bench"}:
         print(__doc__, file=sys.stderr)
