@@ -259,6 +259,24 @@ def _changed_plans(files: list[dict[str, Any]], patterns: list[str]) -> dict[str
     }
 
 
+async def _head_and_plans(
+    gh: InstallationClient, repo: str, number: int, patterns: list[str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The PR and its changed plans as of one head commit.
+
+    The pull and its files are two requests: a push landing between them would
+    pair the new files' blob shas with the old head (a review of stale text,
+    recorded as current). Read the pull again until its head stands still."""
+    pr = await gh.get_pull(repo, number)
+    for _ in range(3):
+        plans = _changed_plans(await gh.list_pull_files(repo, number), patterns)
+        again = await gh.get_pull(repo, number)
+        if (again.get("head") or {}).get("sha") == (pr.get("head") or {}).get("sha"):
+            break
+        pr = again
+    return pr, plans
+
+
 async def _next_plan(
     intake: Intake,
     gh: InstallationClient,
@@ -317,7 +335,7 @@ async def auto_review(
     elif config.trigger_label not in pr.label_names:
         return "ignored"
     repo = event.repository.full_name
-    plans = _changed_plans(await gh.list_pull_files(repo, pr.number), patterns)
+    current, plans = await _head_and_plans(gh, repo, pr.number, patterns)
     if not plans:
         return None if event.action == "labeled" else "ignored"
     origin = Origin.of_pull(event, row.delivery_id)
@@ -336,7 +354,8 @@ async def auto_review(
     if intake.svc.store.active_run(repo, pr.number) is not None and event.action != "labeled":
         log.info("review.deferred", repo=repo, pr=pr.number, plans=len(pending))
         return "ignored"  # the running run's end looks at the PR again
-    await _next_plan(intake, gh, origin, config, pending, reviewed, pr.head.sha)
+    head_sha = str((current.get("head") or {}).get("sha") or pr.head.sha)
+    await _next_plan(intake, gh, origin, config, pending, reviewed, head_sha)
     return "done"
 
 
@@ -347,13 +366,12 @@ async def continue_auto(svc: Services, gh: InstallationClient, run: RunRow) -> N
     except ConfigError as exc:
         log.warning("review.queue_config", run=run.id, error=exc.code)
         return
-    pr = await gh.get_pull(run.repo, run.issue_number)
+    pr, plans = await _head_and_plans(
+        gh, run.repo, run.issue_number, config.design_review.paths
+    )
     labels = {str(label.get("name")) for label in pr.get("labels") or []}
     if pr.get("state") != "open" or config.trigger_label not in labels:
         return
-    plans = _changed_plans(
-        await gh.list_pull_files(run.repo, run.issue_number), config.design_review.paths
-    )
     reviewed = dict(run.trigger.get("reviewed") or {})
     pending = {p: b for p, b in plans.items() if reviewed.get(p) != b}
     if not pending:
