@@ -13,16 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
-import typer.main
 import yaml
-from pydantic import AliasChoices
 
 from bot.app.main import create_app
 from bot.app.metrics import Metrics
 from bot.app.webhook import WEBHOOK_PATH
-from bot.cli import app as cli_app
 from bot.config import Settings
 from bot.store import RunStore
+from tests.harness.deploy import cli_commands, settings_env_names
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -30,25 +28,6 @@ DOCKERFILE = DEPLOY / "Dockerfile"
 COMPOSE_FILES = [DEPLOY / "compose.yaml", DEPLOY / "compose.sqlite.yaml"]
 # Environment names the bot reads: its own prefix and the model vendors' variables.
 BOT_ENV = re.compile(r"^(DEBATE_BOT_|OPENAI_|ANTHROPIC_)")
-
-
-def cli_commands() -> set[str]:
-    group = typer.main.get_command(cli_app)
-    return set(group.commands)  # type: ignore[attr-defined]
-
-
-def settings_env_names() -> set[str]:
-    prefix = Settings.model_config.get("env_prefix", "")
-    names: set[str] = set()
-    for name, field in Settings.model_fields.items():
-        alias = field.validation_alias
-        if isinstance(alias, AliasChoices):
-            names |= {c.upper() for c in alias.choices if isinstance(c, str)}
-        elif isinstance(alias, str):
-            names.add(alias.upper())
-        else:
-            names.add(f"{prefix}{name}".upper())
-    return names
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:

@@ -10,15 +10,13 @@ from typing import Any
 
 import helm_python as helm
 import pytest
-import typer
 import yaml
-from pydantic import AliasChoices
 
-import bot.cli
 from bot.app.main import create_app
 from bot.app.metrics import Metrics
 from bot.config import Settings
 from bot.store import RunStore
+from tests.harness.deploy import cli_commands, settings_env_names
 
 CHART = Path(__file__).resolve().parent.parent / "deploy" / "helm" / "debate-bot"
 RELEASE = "rel"
@@ -53,27 +51,6 @@ VALUE_SETS = {"defaults": {}, "all-secrets": ALL_SECRETS, "everything-on": EVERY
 
 
 # --- what the code says is real ----------------------------------------------------
-
-
-def cli_commands() -> set[str]:
-    return set(typer.main.get_command(bot.cli.app).commands)  # type: ignore[attr-defined]
-
-
-def settings_env_names() -> set[str]:
-    """Variable names Settings reads (upper-cased: pydantic-settings matches env
-    names case-insensitively). A field with a validation alias is read under its
-    alias(es) only, without the prefix."""
-    prefix = Settings.model_config.get("env_prefix", "")
-    names: set[str] = set()
-    for name, field in Settings.model_fields.items():
-        alias = field.validation_alias
-        if isinstance(alias, AliasChoices):
-            names.update(c.upper() for c in alias.choices if isinstance(c, str))
-        elif isinstance(alias, str):
-            names.add(alias.upper())
-        else:
-            names.add(f"{prefix}{name}".upper())
-    return names
 
 
 @pytest.fixture(scope="module")
