@@ -150,7 +150,11 @@ def doctor() -> None:
     from rich.table import Table
 
     from bot.doctor import run_checks
+    from bot.logs import configure_logging
 
+    # Warnings (a model that did not answer, …) go to stderr, redacted; the table
+    # on stdout says what failed.
+    configure_logging("WARNING", json=False)
     try:
         checks = anyio.run(run_checks, _settings())
     except BotError as exc:

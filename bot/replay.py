@@ -10,23 +10,10 @@ from pathlib import Path
 
 import httpx
 
+from bot.app.webhook import KNOWN_EVENTS, WEBHOOK_PATH
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.github.webhooks import SIGNATURE_HEADER, sign
-
-# Every event the service knows; anything else is almost surely a typo.
-EVENTS = frozenset(
-    {
-        "issue_comment",
-        "issues",
-        "pull_request",
-        "pull_request_review_comment",
-        "ping",
-        "installation",
-        "installation_repositories",
-    }
-)
-WEBHOOK_PATH = "/api/github/webhooks"
 
 
 @dataclass(frozen=True)
@@ -43,8 +30,9 @@ def default_url(settings: Settings) -> str:
 
 def read_payload(file: Path, event: str) -> bytes:
     """The file's exact bytes (GitHub signs the raw body), checked to be a JSON object."""
-    if event not in EVENTS:
-        raise ConfigError(f"unknown event {event!r}; one of: {', '.join(sorted(EVENTS))}")
+    if event not in KNOWN_EVENTS:  # anything else is almost surely a typo
+        known = ", ".join(sorted(KNOWN_EVENTS))
+        raise ConfigError(f"unknown event {event!r}; one of: {known}")
     try:
         body = file.read_bytes()
     except FileNotFoundError:
