@@ -143,6 +143,59 @@ def run(
 
 
 @app.command()
+def setup(
+    org: Annotated[str | None, typer.Option(help="Register the app for this organization")] = None,
+    github_url: Annotated[
+        str, typer.Option(help="GitHub, or a GitHub Enterprise Server: https://HOST")
+    ] = "https://github.com",
+    host: Annotated[str, typer.Option(help="Where the setup page listens")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port of the setup page")] = 3000,
+    public_url: Annotated[
+        str | None, typer.Option(help="The service's public URL, for the webhook (default: local)")
+    ] = None,
+    env_file: Annotated[Path, typer.Option(help="Where to write the settings")] = Path(".env"),
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing app's settings")
+    ] = False,
+) -> None:
+    """Register the GitHub App through GitHub's manifest flow; writes .env and the key."""
+    import uvicorn
+
+    from bot.setup import SetupOptions, check_not_configured, create_setup_app
+
+    options = SetupOptions(
+        github_url=github_url,
+        org=org,
+        host=host,
+        port=port,
+        public_url=public_url,
+        env_file=env_file,
+        force=force,
+    )
+    try:
+        check_not_configured(options)
+    except BotError as exc:
+        raise _fail(exc) from None
+    installed: list[str] = []
+    server: uvicorn.Server | None = None
+
+    def done(install_url: str) -> None:
+        installed.append(install_url)
+        assert server is not None
+        server.should_exit = True
+
+    config = uvicorn.Config(
+        create_setup_app(options, done), host=host, port=port, log_level="warning", lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    typer.echo(f"Open {options.local_url}/setup to create the GitHub App.")
+    server.run()
+    if not installed:
+        raise typer.Exit(1)
+    typer.echo(f"Saved the app to {env_file}. Install it: {installed[0]}")
+
+
+@app.command()
 def doctor() -> None:
     """Check settings, the app's key and grants on GitHub, the database and the models."""
     import anyio

@@ -96,6 +96,32 @@ def is_enterprise_server(api_url: str) -> bool:
     return api_url.rstrip("/").endswith("/api/v3")
 
 
+async def convert_manifest(api_url: str, code: str, *, timeout_s: float = 30.0) -> dict[str, Any]:
+    """``POST /app-manifests/{code}/conversions``: the app GitHub just created
+    from a manifest, with its id, private key and webhook secret. Needs no
+    credentials (the one-hour code is the credential), so no gateway exists yet."""
+    url = f"{api_url.rstrip('/')}/app-manifests/{quote(code, safe='')}/conversions"
+    headers = {"Accept": "application/vnd.github+json", "User-Agent": "debate-bot"}
+    if is_enterprise_server(api_url):
+        headers["X-GitHub-Api-Version"] = GHES_API_VERSION
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s) as client:
+            response = await client.post(url, headers=headers)
+    except httpx.HTTPError as exc:
+        raise GitHubError(f"GitHub did not answer: {type(exc).__name__}") from exc
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    if response.status_code != 201 or not isinstance(data, dict):
+        message = data.get("message") if isinstance(data, dict) else None
+        raise GitHubError(
+            f"GitHub refused the conversion ({response.status_code}): {message or 'no message'}",
+            status=response.status_code,
+        )
+    return data
+
+
 class _SharedTransport(httpx.AsyncBaseTransport):
     """A pooled transport that outlives githubkit's per-request clients."""
 

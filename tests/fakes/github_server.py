@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qs, parse_qsl, urlencode
 
 import jwt
 import uvicorn
@@ -284,6 +284,11 @@ class FakeGitHub:
             "contents": "read",
             "metadata": "read",
         }
+        # The manifest flow: codes GitHub handed out, and what a conversion returns.
+        self._manifest_codes: dict[str, dict[str, Any]] = {}
+        self.manifests: list[dict[str, Any]] = []
+        self.manifest_private_key: str | None = None
+        self.manifest_webhook_secret = "whsec-from-manifest-" + secrets.token_hex(8)
         self.app_events: list[str] = [
             "issue_comment",
             "issues",
@@ -1091,6 +1096,46 @@ class FakeGitHub:
                 }
             )
 
+        # -- the manifest flow (github.com pages, then the REST conversion) ----
+
+        @app.post("/settings/apps/new")
+        @app.post("/organizations/{org}/settings/apps/new")
+        async def new_app_from_manifest(request: Request) -> Response:
+            form = parse_qs((await request.body()).decode())
+            manifest = json.loads(form["manifest"][0])
+            code = secrets.token_hex(10)
+            with lock:
+                self._manifest_codes[code] = manifest
+            query = urlencode({"code": code, "state": request.query_params.get("state", "")})
+            return Response(
+                status_code=302, headers={"location": f"{manifest['redirect_url']}?{query}"}
+            )
+
+        @app.post(P + "/app-manifests/{code}/conversions")
+        async def convert_manifest(code: str) -> JSONResponse:
+            with lock:
+                manifest = self._manifest_codes.pop(code, None)
+            if manifest is None or self.manifest_private_key is None:
+                raise not_found()
+            self.app_permissions = dict(manifest.get("default_permissions") or {})
+            self.app_events = list(manifest.get("default_events") or [])
+            self.manifests.append(manifest)
+            return JSONResponse(
+                {
+                    "id": self.app_id,
+                    "slug": self.app_slug,
+                    "name": manifest.get("name"),
+                    "html_url": f"{self.url}/apps/{self.app_slug}",
+                    "pem": self.manifest_private_key,
+                    "webhook_secret": self.manifest_webhook_secret,
+                    "client_id": "Iv1.fake",
+                    "client_secret": "fake-client-secret",
+                    "permissions": self.app_permissions,
+                    "events": self.app_events,
+                },
+                status_code=201,
+            )
+
         @app.get(P + "/app/installations")
         async def list_installations(request: Request) -> JSONResponse:
             self._check_app_jwt(request)
@@ -1099,8 +1144,13 @@ class FakeGitHub:
             return self._page(
                 request,
                 [
-                    {"id": i, "app_id": self.app_id, "app_slug": self.app_slug,
-                     "permissions": self._permissions_of(i), "events": self.app_events}
+                    {
+                        "id": i,
+                        "app_id": self.app_id,
+                        "app_slug": self.app_slug,
+                        "permissions": self._permissions_of(i),
+                        "events": self.app_events,
+                    }
                     for i in ids
                 ],
             )
