@@ -144,7 +144,7 @@ def test_no_secret_refuses_webhooks_but_serves_health(tmp_path: Path) -> None:
         assert httpx.get(url + "/readyz").json() == {"status": "ready"}
         front = httpx.get(url + "/")
         assert front.status_code == 200
-        assert "No GitHub App is configured" in front.text
+        assert "No GitHub App is configured" in front.text and "debate-bot setup" in front.text
         for name in ("DEBATE_BOT_WEBHOOK_SECRET", "DEBATE_BOT_APP_ID", "DEBATE_BOT_PRIVATE_KEY"):
             assert name in front.text
     finally:

@@ -50,9 +50,9 @@ def front_page(settings: Settings) -> str:
     return head + (
         "\nNo GitHub App is configured yet. Still missing: "
         + ", ".join(missing)
-        + ".\nRegister an app with the permissions and events of deploy/app.yml "
-        "(docs/operations.md), put its id, private key and webhook secret in .env, "
-        "and restart. Until then webhooks are refused (503) or stored unprocessed.\n"
+        + ".\nRegister the app with `debate-bot setup` (it writes them to .env), "
+        "then restart; `debate-bot doctor` checks the result. Until then webhooks "
+        "are refused (503) or stored unprocessed.\n"
     )
 
 
