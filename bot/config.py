@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     # e.g. '["openai/gpt-4.1-mini","anthropic/claude-sonnet-4-5"]'.
     default_models: list[str] = Field(default_factory=list)
     host: str = "127.0.0.1"
+    # Development only: a smee.io-style channel whose forwarded deliveries `serve`
+    # and `web` post to their own webhook route (bot/app/proxy.py).
+    webhook_proxy_url: str | None = None
     port: int = 3000
     log_level: str = "INFO"
     log_json: bool = True

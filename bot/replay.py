@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from bot.app.webhook import KNOWN_EVENTS, WEBHOOK_PATH
+from bot.app.webhook import KNOWN_EVENTS, local_webhook_url
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.github.webhooks import SIGNATURE_HEADER, sign
@@ -21,11 +21,6 @@ class ReplayResult:
     status: int
     delivery_id: str
     body: str
-
-
-def default_url(settings: Settings) -> str:
-    host = "127.0.0.1" if settings.host in {"0.0.0.0", "::", ""} else settings.host  # noqa: S104
-    return f"http://{host}:{settings.port}{WEBHOOK_PATH}"
 
 
 def read_payload(file: Path, event: str) -> bytes:
@@ -58,7 +53,7 @@ def replay(
     secret = settings.webhook_secret.get_secret_value().encode()
     delivery_id = str(uuid.uuid4())
     response = httpx.post(
-        url or default_url(settings),
+        url or local_webhook_url(settings),
         content=body,
         headers={
             "Content-Type": "application/json",

@@ -9,6 +9,8 @@ import uvicorn
 
 from bot.app.main import create_app
 from bot.app.metrics import Metrics
+from bot.app.proxy import follow_channel
+from bot.app.webhook import local_webhook_url
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.github.gateway import GitHubGateway
@@ -68,6 +70,11 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
             wake = w.wake
             tg.start_soon(w.run)
         if web:
+            if settings.webhook_proxy_url:
+                log.info("proxy.enabled")  # the channel URL is a secret of sorts: not logged
+                tg.start_soon(
+                    follow_channel, settings.webhook_proxy_url, local_webhook_url(settings)
+                )
             app = create_app(settings, store, metrics, wake=wake)
             config = uvicorn.Config(
                 app,

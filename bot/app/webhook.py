@@ -34,6 +34,12 @@ HANDLED: dict[str, frozenset[str]] = {
 
 WEBHOOK_PATH = "/api/github/webhooks"
 
+
+def local_webhook_url(settings: Settings) -> str:
+    """This service's webhook route as seen from the same machine."""
+    wildcard = settings.host in {"0.0.0.0", "::", ""}  # noqa: S104
+    return f"http://{'127.0.0.1' if wildcard else settings.host}:{settings.port}{WEBHOOK_PATH}"
+
 # Objects the worker reads from each handled event; a delivery without them is malformed.
 REQUIRED: dict[str, tuple[str, ...]] = {
     "issue_comment": ("comment", "issue", "repository", "sender"),
