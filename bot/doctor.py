@@ -4,8 +4,6 @@ with the fix. Secrets are never shown, only whether they are set."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib.resources import files
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,6 +17,7 @@ from bot.debate.types import ModelRequest, Prompt, TurnKey
 from bot.errors import BotError, ConfigError
 from bot.github.gateway import GitHubGateway
 from bot.llm.router import ModelRouter
+from bot.manifest import load_app_manifest
 from bot.store import RunStore
 
 PERMISSION_RANK = {"read": 1, "write": 2, "admin": 3}
@@ -31,18 +30,6 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
-
-
-def load_app_manifest() -> dict[str, Any]:
-    """deploy/app.yml: shipped in the wheel as bot/app.yml, read from the checkout otherwise."""
-    packaged = files("bot").joinpath("app.yml")
-    path = Path(str(packaged))
-    if not path.is_file():
-        path = Path(__file__).resolve().parents[1] / "deploy" / "app.yml"
-    doc = yaml.safe_load(path.read_text())
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{path}: not a GitHub App manifest")
-    return doc
 
 
 def _settings_checks(settings: Settings) -> list[Check]:

@@ -20,9 +20,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from bot.app.webhook import WEBHOOK_PATH
-from bot.doctor import load_app_manifest
 from bot.errors import ConfigError, GitHubError
 from bot.github.gateway import convert_manifest
+from bot.manifest import load_app_manifest
 
 CALLBACK_PATH = "/setup/callback"
 
