@@ -53,11 +53,14 @@ def test_the_subset_is_the_rest_description() -> None:
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    sorted((m, p) for p, ops in PATHS.items() for m in ops if m in HTTP_METHODS),
+    sorted(
+        (m, p)
+        for p, ops in PATHS.items()
+        for m in ops
+        if m in HTTP_METHODS and (m, p) not in NOT_USED
+    ),
 )
 def test_every_operation_the_bot_uses_is_served(method: str, path: str) -> None:
-    if (method, path) in NOT_USED:
-        pytest.skip("the bot does not call this operation")
     assert method in ROUTES.get(path, set()), f"the fake does not serve {method.upper()} {path}"
 
 
