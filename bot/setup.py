@@ -49,11 +49,8 @@ class SetupOptions:
     @property
     def new_app_url(self) -> str:
         base = self.github_url.rstrip("/")
-        return (
-            f"{base}/organizations/{self.org}/settings/apps/new"
-            if self.org
-            else (f"{base}/settings/apps/new")
-        )
+        owner = f"/organizations/{self.org}" if self.org else ""
+        return f"{base}{owner}/settings/apps/new"
 
 
 def check_not_configured(options: SetupOptions) -> None:

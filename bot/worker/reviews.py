@@ -259,20 +259,20 @@ def _changed_plans(files: list[dict[str, Any]], patterns: list[str]) -> dict[str
     }
 
 
-async def _head_and_plans(
-    gh: InstallationClient, repo: str, number: int, patterns: list[str]
+async def _plans_at_one_head(
+    gh: InstallationClient, repo: str, number: int, patterns: list[str], pr: dict[str, Any]
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The PR and its changed plans as of one head commit.
+    """The PR's changed plans as of the head commit of ``pr`` (the pull as last
+    seen), and the pull they belong to.
 
     The pull and its files are two requests: a push landing between them would
     pair the new files' blob shas with the old head (a review of stale text,
-    recorded as current). Read the pull again until its head stands still."""
-    pr = await gh.get_pull(repo, number)
+    recorded as current). Read the pull after the files until its head stands still."""
     for _ in range(3):
         plans = _changed_plans(await gh.list_pull_files(repo, number), patterns)
         again = await gh.get_pull(repo, number)
         if (again.get("head") or {}).get("sha") == (pr.get("head") or {}).get("sha"):
-            break
+            return again, plans
         pr = again
     return pr, plans
 
@@ -335,7 +335,9 @@ async def auto_review(
     elif config.trigger_label not in pr.label_names:
         return "ignored"
     repo = event.repository.full_name
-    current, plans = await _head_and_plans(gh, repo, pr.number, patterns)
+    # The delivery says which head it saw; the files must belong to that head.
+    seen = {"head": {"sha": pr.head.sha}}
+    current, plans = await _plans_at_one_head(gh, repo, pr.number, patterns, seen)
     if not plans:
         return None if event.action == "labeled" else "ignored"
     origin = Origin.of_pull(event, row.delivery_id)
@@ -366,12 +368,13 @@ async def continue_auto(svc: Services, gh: InstallationClient, run: RunRow) -> N
     except ConfigError as exc:
         log.warning("review.queue_config", run=run.id, error=exc.code)
         return
-    pr, plans = await _head_and_plans(
-        gh, run.repo, run.issue_number, config.design_review.paths
-    )
+    pr = await gh.get_pull(run.repo, run.issue_number)
     labels = {str(label.get("name")) for label in pr.get("labels") or []}
     if pr.get("state") != "open" or config.trigger_label not in labels:
         return
+    pr, plans = await _plans_at_one_head(
+        gh, run.repo, run.issue_number, config.design_review.paths, pr
+    )
     reviewed = dict(run.trigger.get("reviewed") or {})
     pending = {p: b for p, b in plans.items() if reviewed.get(p) != b}
     if not pending:
