@@ -32,27 +32,33 @@ class Check:
     fix: str = ""
 
 
-def _settings_checks(settings: Settings) -> list[Check]:
-    key = settings.private_key_pem()
+def _settings_checks(settings: Settings, key: str | None, key_error: str) -> list[Check]:
     key_source = (
         f"file {settings.private_key_file}" if settings.private_key_file else "inline (masked)"
     )
     rows = [
         (
             "DEBATE_BOT_APP_ID",
+            "DEBATE_BOT_APP_ID",
             settings.app_id is not None,
             str(settings.app_id) if settings.app_id is not None else "not set",
         ),
-        ("private key", bool(key), key_source if key else "not set"),
         (
+            "private key",
+            "DEBATE_BOT_PRIVATE_KEY_FILE (or DEBATE_BOT_PRIVATE_KEY)",
+            bool(key),
+            key_source if key else key_error or "not set",
+        ),
+        (
+            "DEBATE_BOT_WEBHOOK_SECRET",
             "DEBATE_BOT_WEBHOOK_SECRET",
             settings.webhook_secret is not None,
             "set (masked)" if settings.webhook_secret else "not set",
         ),
     ]
     checks = [
-        Check(name, ok, detail, "" if ok else f"set {name.split()[0]} in .env or the environment")
-        for name, ok, detail in rows
+        Check(name, ok, detail, "" if ok else f"set {variable} in .env or the environment")
+        for name, variable, ok, detail in rows
     ]
     if key:
         try:
@@ -206,13 +212,17 @@ def _ping_request(ref: str) -> ModelRequest:
 
 
 async def run_checks(settings: Settings) -> list[Check]:
-    checks = _settings_checks(settings)
+    try:
+        key, key_error = settings.private_key_pem(), ""
+    except ConfigError as exc:  # a key file that cannot be read
+        key, key_error = None, exc.public
+    checks = _settings_checks(settings, key, key_error)
     try:
         manifest = load_app_manifest()
     except (OSError, ConfigError, yaml.YAMLError) as exc:
         checks.append(Check("deploy/app.yml", False, type(exc).__name__, "reinstall debate-bot"))
         manifest = {}
-    if settings.app_id is not None and settings.private_key_pem():
+    if settings.app_id is not None and key:
         checks += await _github_checks(settings, manifest)
     checks += _database_checks(settings)
     checks += await _model_checks(settings)

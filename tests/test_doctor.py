@@ -97,3 +97,14 @@ def test_missing_settings_say_what_to_set(harness: Harness, tmp_path: Path) -> N
     assert "✗" in checks["DEBATE_BOT_APP_ID"] and "set DEBATE_BOT_APP_ID" in result.stdout
     assert "✗" in checks["DEBATE_BOT_WEBHOOK_SECRET"]
     assert "GitHub accepts the app" not in checks  # nothing to ask GitHub with
+
+
+def test_an_unreadable_key_file_is_a_failed_check(harness: Harness, tmp_path: Path) -> None:
+    env = {k: v for k, v in harness.env.items() if k != "DEBATE_BOT_PRIVATE_KEY"}
+    env["DEBATE_BOT_PRIVATE_KEY_FILE"] = str(tmp_path / "missing.pem")
+    result = doctor(env, tmp_path)
+    assert result.returncode == 1, result.stderr
+    checks = rows(result.stdout)
+    assert "✗" in checks["private key"] and "cannot read" in checks["private key"]
+    assert "set DEBATE_BOT_PRIVATE_KEY_FILE" in checks["private key"]
+    assert "GitHub accepts the app" not in checks
