@@ -10,10 +10,11 @@ from pathlib import Path
 
 import httpx
 
-from bot.app.webhook import KNOWN_EVENTS, local_webhook_url
+from bot.app.webhook import known_events, local_webhook_url
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.github.webhooks import SIGNATURE_HEADER, sign
+from bot.worker.triggers import default_router
 
 
 @dataclass(frozen=True)
@@ -25,9 +26,9 @@ class ReplayResult:
 
 def read_payload(file: Path, event: str) -> bytes:
     """The file's exact bytes (GitHub signs the raw body), checked to be a JSON object."""
-    if event not in KNOWN_EVENTS:  # anything else is almost surely a typo
-        known = ", ".join(sorted(KNOWN_EVENTS))
-        raise ConfigError(f"unknown event {event!r}; one of: {known}")
+    known = known_events(default_router())
+    if event not in known:  # anything else is almost surely a typo
+        raise ConfigError(f"unknown event {event!r}; one of: {', '.join(sorted(known))}")
     try:
         body = file.read_bytes()
     except FileNotFoundError:

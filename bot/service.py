@@ -17,7 +17,7 @@ from bot.github.gateway import GitHubGateway
 from bot.llm.router import ModelRouter
 from bot.logs import configure_logging, get_logger
 from bot.store import RunStore
-from bot.worker.intake import Services
+from bot.worker.context import Services
 from bot.worker.pool import Worker
 
 log = get_logger(__name__)

@@ -43,7 +43,16 @@ from bot.store import (
     spec_to_json,
 )
 from bot.store.engine import create_engine, normalize_url
-from bot.store.schema import metadata
+from bot.store.schema import metadata, runs
+from bot.store.trigger import (
+    ArbitrationActions,
+    CommandFields,
+    QueuedComments,
+    QueuedPlans,
+    ReviewedPlan,
+    RevisionTarget,
+    Trigger,
+)
 from tests.conftest import fresh_pg_database
 
 LEASE = 30.0
@@ -360,9 +369,47 @@ def test_prune_deliveries_keeps_pending_and_recent(store, clock):
 # -- runs -------------------------------------------------------------------------
 
 
+def test_trigger_rows_written_before_the_typed_record_still_load(store):
+    """Rows keep the JSON shape the trigger had as a plain dict: unknown keys are
+    ignored, missing ones take their defaults, the queue's kind picks its type."""
+    run = store.create_run(repo="octo/repo", issue_number=8, spec=make_spec())
+    old = {
+        "comment_id": 7,
+        "review_comment": True,
+        "sender": "octocat",
+        "delivery": "d-1",
+        "arbitration": {"resolve_on_dismissed": True, "label_on_confirmed": None},
+        "labels": ["debate:failed"],
+        "review": {"path": "p.md", "ref": "abc", "open_pr": True, "target": None},
+        "queue": {"kind": "design_review", "delivery": "d-0"},
+        "no_longer_written": 1,
+    }
+    with store.engine.begin() as conn:
+        conn.execute(sa.update(runs).where(runs.c.id == run.id).values(trigger=json.dumps(old)))
+    got = store.get_run(run.id).trigger
+    assert got == Trigger(
+        comment_id=7,
+        review_comment=True,
+        sender="octocat",
+        delivery="d-1",
+        arbitration=ArbitrationActions(resolve_on_dismissed=True),
+        labels=("debate:failed",),
+        review=ReviewedPlan("p.md", "abc", open_pr=True),
+        queue=QueuedPlans(delivery="d-0"),
+    )
+
+
 def test_create_and_get_run(store, clock):
     spec = make_spec()
-    trigger = {"comment_id": 991, "kind": "issue_comment", "sender": "octocat", "reply_to": None}
+    trigger = Trigger(
+        comment_id=991,
+        sender="octocat",
+        labels=("debate",),
+        arbitration=ArbitrationActions(label_on_confirmed="bug"),
+        review=ReviewedPlan("docs/plan.md", "abc123", target=RevisionTarget("main", "abc123")),
+        reviewed={"docs/plan.md": "f00"},
+        queue=QueuedComments(pending=(5, 6), command=CommandFields(rounds=2, models=("m",))),
+    )
     run = store.create_run(
         repo="octo/repo",
         issue_number=7,

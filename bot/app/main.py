@@ -15,6 +15,8 @@ from bot.app.metrics import Metrics
 from bot.app.webhook import WEBHOOK_PATH, webhook_endpoint
 from bot.config import Settings
 from bot.store import RunStore
+from bot.worker.routes import Router
+from bot.worker.triggers import default_router
 
 
 def settle_gc() -> None:
@@ -62,12 +64,16 @@ def create_app(
     metrics: Metrics,
     *,
     wake: Callable[[], None] = lambda: None,
+    routes: Router | None = None,
 ) -> FastAPI:
-    """``wake`` nudges an in-process worker when a delivery was queued."""
+    """``wake`` nudges an in-process worker when a delivery was queued; ``routes``
+    (default: every trigger the bot has) says which deliveries are worth storing."""
     app = FastAPI(title="debate-bot", docs_url=None, redoc_url=None, openapi_url=None)
     writer = DeliveryWriter(store)
     app.add_route(
-        WEBHOOK_PATH, webhook_endpoint(settings, writer, metrics, wake), methods=["POST"]
+        WEBHOOK_PATH,
+        webhook_endpoint(settings, writer, metrics, wake, routes or default_router()),
+        methods=["POST"],
     )
 
     front = front_page(settings)

@@ -20,17 +20,12 @@ from bot.errors import StoreError, WebhookError
 from bot.github.webhooks import verify_signature
 from bot.logs import get_logger
 from bot.store import NewDelivery
+from bot.worker.routes import Router
 
 log = get_logger(__name__)
 
-# Event/action pairs the worker can act on; everything else is acknowledged and dropped.
-HANDLED: dict[str, frozenset[str]] = {
-    "issue_comment": frozenset({"created"}),
-    "issues": frozenset({"labeled"}),
-    "pull_request": frozenset({"labeled", "synchronize", "opened"}),
-    "pull_request_review_comment": frozenset({"created"}),
-}
-
+# Events every GitHub App receives, acted on or not: a bounded metric label.
+APP_EVENTS = frozenset({"ping", "installation", "installation_repositories"})
 
 WEBHOOK_PATH = "/api/github/webhooks"
 
@@ -40,19 +35,9 @@ def local_webhook_url(settings: Settings) -> str:
     wildcard = settings.host in {"0.0.0.0", "::", ""}  # noqa: S104
     return f"http://{'127.0.0.1' if wildcard else settings.host}:{settings.port}{WEBHOOK_PATH}"
 
-# Objects the worker reads from each handled event; a delivery without them is malformed.
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "issue_comment": ("comment", "issue", "repository", "sender"),
-    "issues": ("issue", "repository", "sender"),
-    "pull_request": ("pull_request", "repository", "sender"),
-    "pull_request_review_comment": ("comment", "pull_request", "repository", "sender"),
-}
-KNOWN_EVENTS = frozenset({*HANDLED, "ping", "installation", "installation_repositories"})
 
-
-def _event_label(event: str) -> str:
-    """A bounded metric label: the header of a rejected request is anyone's text."""
-    return event if event in KNOWN_EVENTS else "other"
+def known_events(routes: Router) -> frozenset[str]:
+    return routes.events | APP_EVENTS
 
 
 # The two answers of the hot path, encoded once.
@@ -73,15 +58,15 @@ def _obj(payload: dict[str, Any], key: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _ignore_reason(event: str, payload: dict[str, Any]) -> str | None:
+def _ignore_reason(routes: Router, event: str, payload: dict[str, Any]) -> str | None:
     """Why a delivery needs no work, judged from fields that don't depend on repo config.
     Defensive about types: this runs before anything is validated."""
-    if payload.get("action") not in HANDLED.get(event, frozenset()):
+    if not routes.accepts(event, payload.get("action")):
         return "event"
     if _obj(payload, "sender").get("type") == "Bot":
         return "bot sender"
-    if event in ("issue_comment", "pull_request_review_comment"):
-        body = _obj(payload, "comment").get("body")
+    if (holder := routes.command_in(event)) is not None:
+        body = _obj(payload, holder).get("body")
         if not isinstance(body, str) or not body.lstrip().startswith("/"):
             return "not a command"
     installation = _obj(payload, "installation").get("id")
@@ -107,10 +92,20 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 
 def webhook_endpoint(
-    settings: Settings, writer: DeliveryWriter, metrics: Metrics, wake: Callable[[], None]
+    settings: Settings,
+    writer: DeliveryWriter,
+    metrics: Metrics,
+    wake: Callable[[], None],
+    routes: Router,
 ) -> Callable[[Request], Awaitable[Response]]:
     """A plain ASGI endpoint: it takes no parameters FastAPI would need to solve,
     and this is the one route whose per-request cost matters."""
+    known = known_events(routes)
+
+    def event_label(event: str) -> str:
+        """A bounded metric label: the header of a rejected request is anyone's text."""
+        return event if event in known else "other"
+
     secret = (
         settings.webhook_secret.get_secret_value().encode() if settings.webhook_secret else None
     )
@@ -134,20 +129,19 @@ def webhook_endpoint(
                 raise WebhookError("body is not valid UTF-8 JSON") from exc
             if not isinstance(payload, dict):
                 raise WebhookError("body is not a JSON object")
-            reason = _ignore_reason(event, payload)
+            reason = _ignore_reason(routes, event, payload)
             if reason is None:
-                missing = [k for k in REQUIRED[event] if not isinstance(payload.get(k), dict)]
+                required = routes.required_objects(event)
+                missing = [k for k in required if not isinstance(payload.get(k), dict)]
                 if missing:
                     raise WebhookError(f"{event} payload lacks {', '.join(missing)}")
         except WebhookError as exc:
-            metrics.deliveries.labels(_event_label(event), f"rejected_{exc.status}").inc()
-            log.info(
-                "webhook.rejected", gh_event=event[:64], status=exc.status, reason=exc.public
-            )
+            metrics.deliveries.labels(event_label(event), f"rejected_{exc.status}").inc()
+            log.info("webhook.rejected", gh_event=event[:64], status=exc.status, reason=exc.public)
             return _reply(exc.status, "rejected", reason=exc.public)
 
         if reason is not None:
-            metrics.deliveries.labels(_event_label(event), "ignored").inc()
+            metrics.deliveries.labels(event_label(event), "ignored").inc()
             return _reply(202, "ignored", reason=reason)
 
         try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated, ClassVar, Literal, cast
+from typing import Annotated, ClassVar, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -128,7 +128,9 @@ class PullRequest(_Model):
         return tuple(label.name for label in self.labels)
 
 
-class _Event(_Model):
+class WebhookEvent(_Model):
+    """The fields every delivery may carry; subclasses name their event."""
+
     name: ClassVar[str]
     action: str | None = None
     sender: Account | None = None
@@ -143,8 +145,21 @@ class _Event(_Model):
     def sender_is_bot(self) -> bool:
         return self.sender is not None and self.sender.is_bot
 
+    @classmethod
+    def required_objects(cls) -> tuple[str, ...]:
+        """The payload objects this model cannot do without, sorted."""
+        return tuple(
+            sorted(
+                name
+                for name, f in cls.model_fields.items()
+                if f.is_required()
+                and isinstance(f.annotation, type)
+                and issubclass(f.annotation, _Model)
+            )
+        )
 
-class IssueCommentEvent(_Event):
+
+class IssueCommentEvent(WebhookEvent):
     name: ClassVar[str] = "issue_comment"
     action: str
     sender: Account
@@ -153,7 +168,7 @@ class IssueCommentEvent(_Event):
     comment: Comment
 
 
-class IssuesEvent(_Event):
+class IssuesEvent(WebhookEvent):
     name: ClassVar[str] = "issues"
     action: str
     sender: Account
@@ -162,7 +177,7 @@ class IssuesEvent(_Event):
     label: Label | None = None  # on labeled/unlabeled
 
 
-class PullRequestEvent(_Event):
+class PullRequestEvent(WebhookEvent):
     name: ClassVar[str] = "pull_request"
     action: str
     sender: Account
@@ -172,7 +187,7 @@ class PullRequestEvent(_Event):
     label: Label | None = None  # on labeled/unlabeled
 
 
-class PullRequestReviewCommentEvent(_Event):
+class PullRequestReviewCommentEvent(WebhookEvent):
     name: ClassVar[str] = "pull_request_review_comment"
     action: str
     sender: Account
@@ -181,7 +196,7 @@ class PullRequestReviewCommentEvent(_Event):
     comment: Comment
 
 
-class InstallationEvent(_Event):
+class InstallationEvent(WebhookEvent):
     name: ClassVar[str] = "installation"
     action: str
     installation: InstallationRef
@@ -193,60 +208,26 @@ class Hook(_Model):
     app_id: int | None = None
 
 
-class PingEvent(_Event):
+class PingEvent(WebhookEvent):
     name: ClassVar[str] = "ping"
     zen: str | None = None
     hook_id: int | None = None
     hook: Hook | None = Field(default=None)
 
 
-Event = (
-    IssueCommentEvent
-    | IssuesEvent
-    | PullRequestEvent
-    | PullRequestReviewCommentEvent
-    | InstallationEvent
-    | PingEvent
-)
-
-EventName = Literal[
-    "issue_comment",
-    "issues",
-    "pull_request",
-    "pull_request_review_comment",
-    "installation",
-    "ping",
-]
-
-_MODELS: dict[str, type[_Event]] = {
-    m.name: m
-    for m in (
-        IssueCommentEvent,
-        IssuesEvent,
-        PullRequestEvent,
-        PullRequestReviewCommentEvent,
-        InstallationEvent,
-        PingEvent,
-    )
-}
+E = TypeVar("E", bound=WebhookEvent)
 
 
-def is_handled(event: str) -> bool:
-    """Whether deliveries of this `X-GitHub-Event` type are parsed at all."""
-    return event in _MODELS
+def _models() -> dict[str, type[WebhookEvent]]:
+    return {m.name: m for m in WebhookEvent.__subclasses__()}
 
 
-def parse_event(event: str, body: bytes) -> Event | None:
-    """Parse a delivery body given its `X-GitHub-Event` header.
+def parse_payload(model: type[E], body: bytes) -> E:
+    """Parse a delivery body as ``model``.
 
-    Returns None for event types the bot ignores (their body is not even
-    decoded); raises ``WebhookError(status=400)`` for malformed JSON or a payload
-    missing a field the bot needs. Error messages name the field, never echo
-    payload values.
+    Raises ``WebhookError(status=400)`` for malformed JSON or a payload missing a
+    field the bot needs. Error messages name the field, never echo payload values.
     """
-    model = _MODELS.get(event)
-    if model is None:
-        return None
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
@@ -254,11 +235,18 @@ def parse_event(event: str, body: bytes) -> Event | None:
     if not isinstance(data, dict):
         raise WebhookError("payload is not a JSON object", status=400)
     try:
-        parsed = model.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "(root)"
         raise WebhookError(
-            f"invalid {event} payload at {loc}: {first['type']}", status=400
+            f"invalid {model.name} payload at {loc}: {first['type']}", status=400
         ) from None
-    return cast(Event, parsed)  # _MODELS holds exactly the members of Event
+
+
+def parse_event(event: str, body: bytes) -> WebhookEvent | None:
+    """Parse a delivery given its `X-GitHub-Event` header, as whichever model above
+    describes that event; None (the body not even decoded) for any other event.
+    Which events the bot acts on is the router's business (bot/worker/routes.py)."""
+    model = _models().get(event)
+    return None if model is None else parse_payload(model, body)

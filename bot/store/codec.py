@@ -32,6 +32,8 @@ def to_jsonable(value: Any) -> Any:
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, tuple | list):
         return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, frozenset | set):
         items = [to_jsonable(v) for v in value]
         return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))

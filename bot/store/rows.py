@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, cast
 
 from bot.debate.types import DebateSpec
 from bot.errors import StoreError
-from bot.store.codec import spec_from_json
+from bot.store.codec import from_json, spec_from_json
+from bot.store.trigger import Trigger
 
 RunState = Literal["queued", "running", "waiting", "done", "failed", "cancelled", "aborted"]
 DeliveryState = Literal["pending", "done", "ignored", "failed"]
@@ -70,7 +70,7 @@ class RunRow:
     mode: str
     state: RunState
     spec: str  # DebateSpec JSON; see debate_spec()
-    trigger: dict[str, Any] = field(hash=False)
+    trigger: Trigger
     requested_by: str
     created_at: datetime
     updated_at: datetime
@@ -92,7 +92,6 @@ class RunRow:
 
     @classmethod
     def from_mapping(cls, row: Mapping[Any, Any]) -> RunRow:
-        trigger = json.loads(row["trigger"]) if row["trigger"] else {}
         return cls(
             id=row["id"],
             installation_id=row["installation_id"],
@@ -102,7 +101,7 @@ class RunRow:
             mode=row["mode"],
             state=cast(RunState, row["state"]),
             spec=row["spec"],
-            trigger=trigger if isinstance(trigger, dict) else {},
+            trigger=from_json(Trigger, row["trigger"] or "{}"),
             requested_by=row["requested_by"],
             created_at=row["created_at"],
             updated_at=row["updated_at"],

@@ -10,7 +10,6 @@ sleeping. Database failures surface as :class:`bot.errors.StoreError`.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -27,7 +26,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from bot.debate.types import DebateSpec, DropClass, Phase, Turn, TurnKey, TurnStatus, Usage
 from bot.errors import StoreError
-from bot.store.codec import spec_from_json, spec_to_json
+from bot.store.codec import spec_from_json, spec_to_json, to_json
 from bot.store.engine import READ_ONLY, create_engine
 from bot.store.rows import (
     ActiveRunExists,
@@ -50,6 +49,7 @@ from bot.store.schema import (
     runs,
     turns,
 )
+from bot.store.trigger import Trigger
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # Serialises concurrent `migrate` calls from several processes on PostgreSQL.
@@ -330,7 +330,7 @@ class RunStore:
         mode: str | None = None,
         installation_id: int | None = None,
         is_pr: bool = False,
-        trigger: Mapping[str, Any] | None = None,
+        trigger: Trigger | None = None,
         requested_by: str = "",
         run_id: str | None = None,
     ) -> RunRow:
@@ -352,7 +352,7 @@ class RunStore:
             "mode": mode or spec_obj.mode,
             "state": "queued",
             "spec": spec_to_json(spec_obj),
-            "trigger": json.dumps(dict(trigger or {}), sort_keys=True),
+            "trigger": to_json(trigger or Trigger()),
             "requested_by": requested_by,
             "attempts": 0,
             "cancel_requested": False,
@@ -469,7 +469,7 @@ class RunStore:
         if "spec" in fields:
             fields["spec"] = self._spec_text(fields["spec"])
         if "trigger" in fields:
-            fields["trigger"] = json.dumps(dict(fields["trigger"]), sort_keys=True)
+            fields["trigger"] = to_json(fields["trigger"])
         with self._write("release_run") as conn:
             result = conn.execute(
                 sa.update(runs)

@@ -7,7 +7,7 @@ run lands there.
 ``--bots`` and the one-active-run-per-PR rule: runs are keyed by repo and PR
 number, so the comments are arbitrated one after another. The first run
 starts at once; its trigger carries the remaining comment ids (a *queue*), and
-when a run finishes ``bot.worker.queue`` starts the next, re-checking it first
+when a run finishes the router (bot/worker/routes.py) starts the next, re-checking it first
 (deleted, resolved, outdated or already arbitrated meanwhile → skipped). A run
 that fails, aborts or is cancelled ends the queue; `/debate arbitrate --bots`
 again picks up where it stopped, because comments that already carry a verdict
@@ -30,7 +30,7 @@ decided from REST data only:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.commands.parser import Command
@@ -38,12 +38,14 @@ from bot.config import RepoConfig
 from bot.debate.plan import cap_subject
 from bot.debate.types import ArbitrationContext
 from bot.errors import ConfigError, GitHubError
-from bot.github.events import PullRequestReviewCommentEvent
 from bot.github.gateway import InstallationClient
 from bot.github.markers import parse_marker
 from bot.logs import get_logger
-from bot.store.rows import DeliveryRow, RunRow
-from bot.worker.intake import Intake, Origin, Services, load_config
+from bot.store.rows import RunRow
+from bot.store.trigger import CommandFields, QueuedComments
+from bot.worker.context import Origin, load_config
+from bot.worker.respond import Responder, TriggerExtras
+from bot.worker.routes import Router
 from bot.worker.specs import Subject
 
 log = get_logger(__name__)
@@ -53,7 +55,6 @@ EXCERPT_MAX_BYTES = 8 * 1024
 HUNK_MAX_BYTES = 8 * 1024
 PR_BODY_MAX_BYTES = 8 * 1024
 MAX_BOTS_QUEUE = 20  # comments arbitrated per `--bots` command
-QUEUE_KIND = "arbitrate_bots"
 
 
 # --- context -----------------------------------------------------------------
@@ -153,30 +154,24 @@ def _arbitration_config(config: RepoConfig) -> RepoConfig:
     return config.model_copy(update={"personas": [], "models": models})
 
 
-def _command_fields(cmd: Command) -> dict[str, Any]:
-    return {
-        "rounds": cmd.rounds,
-        "personas": list(cmd.personas),
-        "models": list(cmd.models),
-        "judge": cmd.judge,
-        "alternating": cmd.alternating,
-    }
+def _command_fields(cmd: Command) -> CommandFields:
+    return CommandFields(cmd.rounds, cmd.personas, cmd.models, cmd.judge, cmd.alternating)
 
 
-def _command_from(fields: Mapping[str, Any]) -> Command:
+def _command_from(fields: CommandFields) -> Command:
     return Command(
         action="arbitrate",
         mode="arbitrate",
-        rounds=fields.get("rounds"),
-        personas=tuple(fields.get("personas") or ()),
-        models=tuple(fields.get("models") or ()),
-        judge=fields.get("judge"),
-        alternating=bool(fields.get("alternating")),
+        rounds=fields.rounds,
+        personas=fields.personas,
+        models=fields.models,
+        judge=fields.judge,
+        alternating=fields.alternating,
     )
 
 
 async def _arbitrate(
-    intake: Intake,
+    r: Responder,
     gh: InstallationClient,
     origin: Origin,
     config: RepoConfig,
@@ -184,7 +179,7 @@ async def _arbitrate(
     comment: Mapping[str, Any],
     pr: Mapping[str, Any],
     *,
-    extra_trigger: dict[str, Any] | None = None,
+    queue: QueuedComments | None = None,
 ) -> str:
     """Start the run arbitrating ``comment``; its outcome is a reply in its thread."""
     root = int(comment.get("in_reply_to_id") or comment["id"])
@@ -197,7 +192,10 @@ async def _arbitrate(
     subject = Subject(f"Review comment on {ctx.path or 'the pull request'}", question)
     # Personas named on the command keep their seat order: the first argues the concern.
     chosen = config if cmd.personas else _arbitration_config(config)
-    return await intake.start(
+    extras: TriggerExtras = {"arbitrated_comment": int(comment["id"])}
+    if queue is not None:
+        extras["queue"] = queue
+    return await r.start(
         gh,
         origin,
         chosen,
@@ -206,57 +204,30 @@ async def _arbitrate(
         mode="arbitrate",
         review_thread=root,
         arbitration=ctx,
-        extra_trigger={"arbitrated_comment": int(comment["id"]), **(extra_trigger or {})},
+        extras=extras,
     )
-
-
-def _started(intake: Intake, origin: Origin) -> RunRow | None:
-    """The run this origin just created, if ``start`` created one (it replies otherwise)."""
-    run = intake.svc.store.active_run(origin.repo, origin.issue_number)
-    if run is not None and run.trigger.get("delivery") == origin.delivery_id:
-        return run
-    return None
 
 
 # --- entry points ---------------------------------------------------------------
 
 
-async def handle_review_comment(
-    intake: Intake,
-    gh: InstallationClient,
-    event: PullRequestReviewCommentEvent,
-    row: DeliveryRow,
+async def arbitrate(
+    r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
 ) -> str:
-    """A review comment starting with the command: `arbitrate` arbitrates the thread's
-    first comment (``in_reply_to_id``); `help`, `status`, `cancel` work as anywhere."""
-    comment = event.comment
-    if not comment.body.lstrip().startswith("/"):
-        return "ignored"
-    origin = Origin.of_pull(
-        event,
-        row.delivery_id,
-        comment_id=comment.id,
-        review_comment=True,
-        thread_root=comment.in_reply_to_id or comment.id,
-    )
-    got = await intake.read_command(gh, origin, comment.body)
-    if isinstance(got, str):
-        return got
-    config, cmd = got
-    if cmd.action in ("help", "status", "cancel"):
-        return await intake.dispatch(gh, origin, config, cmd)
-    if cmd.action != "arbitrate":
-        await intake.reply(
-            gh,
-            origin,
-            f"In a review thread, `{config.command} arbitrate` arbitrates the comment that "
-            f"opened the thread. Other commands belong in the pull request's conversation.",
-        )
-        return "done"
-    if cmd.review_comment is not None or cmd.bots:
-        return await arbitrate_from_conversation(intake, gh, origin, config, cmd)
-    if comment.in_reply_to_id is None:
-        await intake.reply(
+    """`/debate arbitrate`: in a review thread, of the comment that opened the thread
+    (its ``in_reply_to_id``); anywhere on a PR, of a named comment or `--bots`."""
+    if not origin.review_comment or cmd.review_comment is not None or cmd.bots:
+        return await arbitrate_from_conversation(r, gh, origin, config, cmd)
+    return await _arbitrate_thread(r, gh, origin, config, cmd)
+
+
+async def _arbitrate_thread(
+    r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
+) -> str:
+    # The thread root is the comment itself when it opens its own thread.
+    in_reply_to = origin.thread_root if origin.thread_root != origin.comment_id else None
+    if in_reply_to is None:
+        await r.reply(
             gh,
             origin,
             f"There is nothing to arbitrate here: this comment opens its own thread. Reply "
@@ -266,29 +237,25 @@ async def handle_review_comment(
         )
         return "done"
     try:
-        root = await gh.get_review_comment(origin.repo, comment.in_reply_to_id)
+        root = await gh.get_review_comment(origin.repo, in_reply_to)
     except GitHubError as exc:
         if exc.status != 404:
             raise
-        await intake.reply(gh, origin, "The review comment this thread replies to is gone.")
+        await r.reply(gh, origin, "The review comment this thread replies to is gone.")
         return "done"
     if _is_ours(root, await gh.bot_login()):
-        await intake.reply(
-            gh, origin, "That thread was opened by debate-bot: nothing to arbitrate."
-        )
+        await r.reply(gh, origin, "That thread was opened by debate-bot: nothing to arbitrate.")
         return "done"
     pr_data = await gh.get_pull(origin.repo, origin.issue_number)
-    return await _arbitrate(intake, gh, origin, config, cmd, root, pr_data)
+    return await _arbitrate(r, gh, origin, config, cmd, root, pr_data)
 
 
 async def arbitrate_from_conversation(
-    intake: Intake, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
+    r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
 ) -> str:
     """`/debate arbitrate <review-comment-url>` or `/debate arbitrate --bots`."""
     if not origin.is_pr:
-        await intake.reply(
-            gh, origin, "Arbitration works on pull requests: this is an issue, not a PR."
-        )
+        await r.reply(gh, origin, "Arbitration works on pull requests: this is an issue, not a PR.")
         return "done"
     ref = cmd.review_comment
     if ref is not None:
@@ -296,7 +263,7 @@ async def arbitrate_from_conversation(
             f"{ref.owner}/{ref.repo}".lower() != origin.repo.lower()
             or ref.pr_number != origin.issue_number
         ):
-            await intake.reply(
+            await r.reply(
                 gh,
                 origin,
                 f"That review comment belongs to {ref.owner}/{ref.repo}#{ref.pr_number}; "
@@ -313,20 +280,18 @@ async def arbitrate_from_conversation(
         if comment is None or not str(comment.get("pull_request_url") or "").endswith(
             f"/pulls/{origin.issue_number}"
         ):
-            await intake.reply(
+            await r.reply(
                 gh, origin, f"Review comment {ref.comment_id} was not found on this pull request."
             )
             return "done"
         if _is_ours(comment, await gh.bot_login()):
-            await intake.reply(
-                gh, origin, "That comment is debate-bot's own: nothing to arbitrate."
-            )
+            await r.reply(gh, origin, "That comment is debate-bot's own: nothing to arbitrate.")
             return "done"
         pr = await gh.get_pull(origin.repo, origin.issue_number)
-        return await _arbitrate(intake, gh, origin, config, cmd, comment, pr)
+        return await _arbitrate(r, gh, origin, config, cmd, comment, pr)
     if cmd.bots:
-        return await _arbitrate_bots(intake, gh, origin, config, cmd)
-    await intake.reply(
+        return await _arbitrate_bots(r, gh, origin, config, cmd)
+    await r.reply(
         gh,
         origin,
         f"Which comment? Reply `{config.command} arbitrate` in its review thread, name it with "
@@ -439,7 +404,7 @@ def _link(c: Mapping[str, Any]) -> str:
 
 
 async def _arbitrate_bots(
-    intake: Intake, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
+    r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
 ) -> str:
     pr = await gh.get_pull(origin.repo, origin.issue_number)
     head_sha = str((pr.get("head") or {}).get("sha") or "")
@@ -452,26 +417,23 @@ async def _arbitrate_bots(
         if stale_lines:
             text += "\n\nSkipped as stale (their lines changed after the comment):\n"
             text += "\n".join(stale_lines)
-        await intake.reply(gh, origin, text)
+        await r.reply(gh, origin, text)
         return "done"
     # Every queued comment is a run of its own: never announce more than the
     # daily quotas let through (at least one, so an exhausted quota gets its reply).
-    limit = max(1, min(MAX_BOTS_QUEUE, intake.quota_left(origin, config)))
+    limit = max(1, min(MAX_BOTS_QUEUE, r.quota_left(origin, config)))
     chosen = sel.eligible[:limit]
     first, rest = chosen[0], [int(c["id"]) for c in chosen[1:]]
-    queue = {
-        "kind": QUEUE_KIND,
-        "pending": rest,
-        "command": _command_fields(cmd),
-        "comment_id": origin.comment_id,
-        "review_comment": origin.review_comment,
-        "thread_root": origin.thread_root,
-        "delivery": origin.delivery_id,
-    }
-    await _arbitrate(
-        intake, gh, origin, config, cmd, first, pr, extra_trigger={"queue": queue} if rest else None
+    queue = QueuedComments(
+        pending=tuple(rest),
+        command=_command_fields(cmd),
+        comment_id=origin.comment_id,
+        review_comment=origin.review_comment,
+        thread_root=origin.thread_root,
+        delivery=origin.delivery_id,
     )
-    if _started(intake, origin) is None:
+    await _arbitrate(r, gh, origin, config, cmd, first, pr, queue=queue if rest else None)
+    if r.started(origin) is None:
         return "done"  # start() has replied (already running, quota, config)
     lines = [
         f"Arbitrating {len(chosen)} review-bot comment(s), one at a time (one debate runs "
@@ -486,16 +448,16 @@ async def _arbitrate_bots(
         )
     if stale_lines:
         lines += ["", "Skipped as stale (their lines changed after the comment):", *stale_lines]
-    await intake.reply(gh, origin, "\n".join(lines))
+    await r.reply(gh, origin, "\n".join(lines))
     return "done"
 
 
-async def continue_bots(svc: Services, gh: InstallationClient, run: RunRow) -> None:
+async def continue_bots(r: Responder, gh: InstallationClient, run: RunRow) -> None:
     """Start the next queued comment of a `--bots` command, re-checked first."""
-    queue: dict[str, Any] = run.trigger["queue"]
-    pending = [int(x) for x in queue.get("pending") or []]
-    if not pending:
+    queue = run.trigger.queue
+    if not isinstance(queue, QueuedComments) or not queue.pending:
         return
+    pending = list(queue.pending)
     try:
         config = await load_config(gh, run.repo)
     except ConfigError as exc:
@@ -507,7 +469,6 @@ async def continue_bots(svc: Services, gh: InstallationClient, run: RunRow) -> N
     head_sha = str((pr.get("head") or {}).get("sha") or "")
     sel = await select_bot_comments(gh, run.repo, run.issue_number, head_sha)
     by_id = {int(c["id"]): c for c in sel.eligible}
-    intake = Intake(svc)
     while pending:
         cid = pending.pop(0)
         comment = by_id.get(cid)
@@ -517,29 +478,35 @@ async def continue_bots(svc: Services, gh: InstallationClient, run: RunRow) -> N
         origin = Origin.of_run(
             run,
             pr,
-            f"{queue.get('delivery') or run.id}.{cid}",
-            comment_id=queue.get("comment_id"),
-            review_comment=bool(queue.get("review_comment")),
-            thread_root=queue.get("thread_root"),
+            f"{queue.delivery or run.id}.{cid}",
+            comment_id=queue.comment_id,
+            review_comment=queue.review_comment,
+            thread_root=queue.thread_root,
         )
         await _arbitrate(
-            intake,
+            r,
             gh,
             origin,
             config,
-            _command_from(queue.get("command") or {}),
+            _command_from(queue.command),
             comment,
             pr,
-            extra_trigger={"queue": {**queue, "pending": pending}} if pending else None,
+            queue=replace(queue, pending=tuple(pending)) if pending else None,
         )
         return
 
 
+def register(router: Router) -> None:
+    router.on_command("arbitrate", arbitrate, in_review_thread=True)
+    router.on_queued("arbitrate_bots", continue_bots)
+
+
 __all__ = [
+    "arbitrate",
     "arbitrate_from_conversation",
     "build_context",
     "continue_bots",
     "file_excerpt",
-    "handle_review_comment",
+    "register",
     "stale_reason",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot.debate.types import Outcome
@@ -11,8 +12,9 @@ from bot.github.gateway import InstallationClient
 from bot.github.sanitize import sanitize
 from bot.logs import get_logger
 from bot.store.rows import RunRow
-from bot.worker.intake import Services
+from bot.worker.context import Services
 from bot.worker.publish import Publisher, file_issue_once
+from bot.worker.reviews import open_revision_pr
 
 log = get_logger(__name__)
 
@@ -26,6 +28,8 @@ class Finisher:
     gh: InstallationClient
     run: RunRow
     publisher: Publisher
+    # Starts the work queued behind this run (the router's continue_queue).
+    continue_queue: Callable[[InstallationClient, RunRow], Awaitable[None]]
 
     async def finish(self, outcome: Outcome, usage: tuple[int, float], worker_id: str) -> None:
         tokens, cost = usage
@@ -63,9 +67,8 @@ class Finisher:
             await self.publisher.upsert("verdict", outcome.body)
         if outcome.kind == "arbitration":
             await self._arbitration_actions(outcome)
-        if outcome.kind == "critique" and (self.run.trigger.get("review") or {}).get("open_pr"):
-            from bot.worker.reviews import open_revision_pr
-
+        review = self.run.trigger.review
+        if outcome.kind == "critique" and review is not None and review.open_pr:
             await open_revision_pr(self.svc, self.gh, self.run, self.publisher)
         await self._close(ok=True)
         self.svc.store.release_run(
@@ -76,11 +79,9 @@ class Finisher:
             tokens_total=tokens,
             cost_usd=cost,
         )
-        if self.run.trigger.get("queue"):  # the next run on this PR may start only now
-            from bot.worker.queue import continue_queue
-
+        if self.run.trigger.queue is not None:  # the next run on this PR may start only now
             try:
-                await continue_queue(self.svc, self.gh, self.run)
+                await self.continue_queue(self.gh, self.run)
             except BotError as exc:  # this run is done either way
                 log.warning("queue.continue_failed", run=self.run.id, error=exc.code)
 
@@ -141,34 +142,30 @@ class Finisher:
         return number
 
     async def _arbitration_actions(self, outcome: Outcome) -> None:
-        opts = self.run.trigger.get("arbitration") or {}
-        thread_comment = self.run.trigger.get("review_thread")
+        opts = self.run.trigger.arbitration
+        thread_comment = self.run.trigger.review_thread
         try:
-            if (
-                outcome.verdict == "DISMISSED"
-                and opts.get("resolve_on_dismissed")
-                and thread_comment
-            ):
+            if outcome.verdict == "DISMISSED" and opts.resolve_on_dismissed and thread_comment:
                 await self.gh.resolve_review_thread(
-                    self.run.repo, self.run.issue_number, int(thread_comment)
+                    self.run.repo, self.run.issue_number, thread_comment
                 )
-            label = opts.get("label_on_confirmed")
+            label = opts.label_on_confirmed
             if outcome.verdict == "CONFIRMED" and label:
-                await self.gh.add_labels(self.run.repo, self.run.issue_number, [str(label)])
+                await self.gh.add_labels(self.run.repo, self.run.issue_number, [label])
         except BotError as exc:
             log.warning("arbitration.action_failed", run=self.run.id, error=exc.code)
 
     async def _react(self, content: str) -> None:
-        comment_id = self.run.trigger.get("comment_id")
+        trigger = self.run.trigger
         try:
-            if comment_id:
+            if trigger.comment_id:
                 await self.gh.add_reaction(
                     self.run.repo,
-                    int(comment_id),
+                    trigger.comment_id,
                     content,
-                    review_comment=bool(self.run.trigger.get("review_comment")),
+                    review_comment=trigger.review_comment,
                 )
-            elif not self.run.trigger.get("link_from"):
+            elif not trigger.link_from:
                 await self.gh.add_issue_reaction(self.run.repo, self.run.issue_number, content)
         except BotError as exc:
             log.warning("reaction.failed", run=self.run.id, error=exc.code)
@@ -184,9 +181,9 @@ class Finisher:
                 # A stale lifecycle label from an earlier run (known from the
                 # trigger, so the happy path pays no extra call).
                 stale = FAILED if ok else DONE
-                if stale in (self.run.trigger.get("labels") or ()):
+                if stale in self.run.trigger.labels:
                     await self.gh.remove_label(repo, number, stale)
-            if self.run.trigger.get("running_label"):
+            if self.run.trigger.running_label:
                 await self.gh.remove_label(repo, number, RUNNING)
         except BotError as exc:
             log.warning("labels.failed", run=self.run.id, error=exc.code)

@@ -19,10 +19,13 @@ from bot.errors import BotError, GitHubError, StoreError
 from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, RunRow
+from bot.worker.context import Services
 from bot.worker.driver import Cancelled, LeaseLost, RunDriver, tokens_and_cost
 from bot.worker.finish import Finisher
-from bot.worker.intake import Intake, Services
 from bot.worker.publish import Publisher, Thread
+from bot.worker.respond import Responder
+from bot.worker.routes import Router
+from bot.worker.triggers import default_router
 
 log = get_logger(__name__)
 
@@ -59,10 +62,13 @@ def new_worker_id() -> str:
 
 
 class Worker:
-    def __init__(self, svc: Services, *, worker_id: str | None = None) -> None:
+    def __init__(
+        self, svc: Services, *, worker_id: str | None = None, routes: Router | None = None
+    ) -> None:
         self.svc = svc
+        self.routes = routes or default_router()
         self.id = worker_id or new_worker_id()
-        self.intake = Intake(svc)
+        self.respond = Responder(svc)
         self._wake = anyio.Event()
         self._slots = anyio.Semaphore(max(1, svc.settings.worker_concurrency))
         self._intake_slots = anyio.Semaphore(INTAKE_CONCURRENCY)
@@ -164,7 +170,7 @@ class Worker:
             self.svc.store.finish_delivery(row.delivery_id, "failed", "too_many_attempts")
             return
         try:
-            state = await self.intake.handle(row)
+            state = await self.routes.handle(self.respond, row)
         except BotError as exc:
             log.warning("delivery.failed", error=exc.code, detail=str(exc))
             error = exc.code
@@ -210,11 +216,12 @@ class Worker:
         await self._drive_with(gh, run, spec)
 
     def _finisher(self, gh: InstallationClient, run: RunRow) -> Finisher:
-        thread = Thread(
-            run.repo, run.issue_number, review_comment_id=run.trigger.get("review_thread")
-        )
+        thread = Thread(run.repo, run.issue_number, review_comment_id=run.trigger.review_thread)
         publisher = Publisher(gh, self.svc.store, run.id, thread, resumed=run.attempts > 1)
-        return Finisher(self.svc, gh, run, publisher)
+        return Finisher(self.svc, gh, run, publisher, self._continue_queue)
+
+    async def _continue_queue(self, gh: InstallationClient, run: RunRow) -> None:
+        await self.routes.continue_queue(self.respond, gh, run)
 
     async def _drive_with(self, gh: InstallationClient, run: RunRow, spec: DebateSpec) -> None:
         svc, lease = self.svc, self.svc.settings.lease_s

@@ -10,11 +10,11 @@ the run.
 Automatic reviews and the one-active-run-per-PR rule: a PR may change several
 plans, but runs are keyed by repo and PR number, so plans are reviewed one
 after another. Each automatic run records in its trigger the plans reviewed so
-far with their blob shas (``reviewed``); when it finishes, ``bot.worker.queue``
-looks at the PR again and starts the next plan whose current blob has not been
-reviewed. The same map makes a push (``synchronize``) re-review only the plans
-it changed, and a push that lands while a review runs is picked up when that
-run finishes. A run that fails, aborts or is cancelled ends the chain; the
+far with their blob shas (``reviewed``); when it finishes, the router's queue
+(bot/worker/routes.py) looks at the PR again and starts the next plan whose
+current blob has not been reviewed. The same map makes a push (``synchronize``)
+re-review only the plans it changed, and a push that lands while a review runs
+is picked up when that run finishes. A run that fails, aborts or is cancelled ends the chain; the
 next push or labelling picks the remaining plans up. Automatic reviews run
 only when the sender (who labelled or pushed) has the repo's minimum
 permission, like label-triggered debates.
@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -40,8 +40,11 @@ from bot.github.gateway import InstallationClient
 from bot.github.sanitize import redact_secrets, sanitize
 from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, RunRow
-from bot.worker.intake import Intake, Origin, Services, load_config
+from bot.store.trigger import QueuedPlans, ReviewedPlan, RevisionTarget
+from bot.worker.context import Origin, Services, load_config
 from bot.worker.publish import Publisher
+from bot.worker.respond import Responder, TriggerExtras
+from bot.worker.routes import Router
 from bot.worker.specs import Overrides, Subject
 
 log = get_logger(__name__)
@@ -49,7 +52,6 @@ log = get_logger(__name__)
 ReviewStart = Literal["started", "rejected", "refused"]
 MAX_PLAN_BYTES = 1024 * 1024
 MAX_REFS = 20  # @path files read per plan
-QUEUE_KIND = "design_review"
 REVISION_PR = "revision-pr"  # store key of the opened pull request
 NO_CONTENTS_WRITE = "resource not accessible by integration"
 
@@ -128,7 +130,7 @@ async def _read_ref_files(
 
 
 async def review_plan(
-    intake: Intake,
+    r: Responder,
     gh: InstallationClient,
     origin: Origin,
     config: RepoConfig,
@@ -137,8 +139,8 @@ async def review_plan(
     *,
     ref: str,
     where: str,
-    target: dict[str, str] | None = None,
-    extra_trigger: dict[str, Any] | None = None,
+    target: RevisionTarget | None = None,
+    extras: TriggerExtras | None = None,
 ) -> ReviewStart:
     """Read, validate and queue the review of ``path`` at ``ref``; every problem
     is one reply: ``rejected`` (the plan is unusable) or ``refused`` (no run could
@@ -147,19 +149,19 @@ async def review_plan(
         path = check_ref(path)
         text = await gh.read_file(origin.repo, path, ref)
     except ConfigError as exc:
-        await intake.reply(gh, origin, exc.public)
+        await r.reply(gh, origin, exc.public)
         return "rejected"
     except GitHubError as exc:
         if exc.status is None or exc.status >= 500 or exc.status in (403, 429):
             raise
-        await intake.reply(gh, origin, f"`{path}` is not a readable text file {where}.")
+        await r.reply(gh, origin, f"`{path}` is not a readable text file {where}.")
         return "rejected"
     if text is None:
-        await intake.reply(gh, origin, f"`{path}` was not found {where}.")
+        await r.reply(gh, origin, f"`{path}` was not found {where}.")
         return "rejected"
     size = len(text.encode())
     if size > MAX_PLAN_BYTES:
-        await intake.reply(
+        await r.reply(
             gh,
             origin,
             f"`{path}` is {size / 1024 / 1024:.1f} MiB; plans over 1 MiB are not reviewed. "
@@ -170,7 +172,7 @@ async def review_plan(
     try:
         plan = parse_plan(text, source=path, mode="critique")
     except ConfigError as exc:
-        await intake.reply(
+        await r.reply(
             gh,
             origin,
             f"**debate-bot** cannot review `{path}`:\n\n```\n{exc.public}\n```",
@@ -195,15 +197,15 @@ async def review_plan(
     title = plan.title if plan.title == path else f"{plan.title} ({path})"
     subject = Subject(title, capped, truncated, files, tuple(warnings))
     body_start = len(text.removeprefix("\ufeff")) - len(plan.body)
-    review = {
-        "path": path,
-        "ref": ref,
-        "open_pr": cmd.open_pr,
-        "target": target,
-        "prefix": text.removeprefix("\ufeff")[: max(0, body_start)],
-        "blob": hashlib.sha256(text.encode()).hexdigest(),
-    }
-    await intake.start(
+    review = ReviewedPlan(
+        path=path,
+        ref=ref,
+        open_pr=cmd.open_pr,
+        target=target,
+        prefix=text.removeprefix("\ufeff")[: max(0, body_start)],
+        blob=hashlib.sha256(text.encode()).hexdigest(),
+    )
+    await r.start(
         gh,
         origin,
         config,
@@ -211,19 +213,18 @@ async def review_plan(
         subject,
         mode="critique",
         overrides=_overrides(plan),
-        extra_trigger={"review": review, **(extra_trigger or {})},
+        extras={**(extras or {}), "review": review},
     )
-    run = intake.svc.store.active_run(origin.repo, origin.issue_number)
-    started = run is not None and run.trigger.get("delivery") == origin.delivery_id
+    started = r.started(origin) is not None
     return "started" if started else "refused"
 
 
 async def start_review(
-    intake: Intake, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
+    r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
 ) -> str:
     """`/debate review <path> [--open-pr]` on an issue or a PR."""
     assert cmd.path is not None  # the parser guarantees a path for `review`
-    target: dict[str, str] | None = None
+    target: RevisionTarget | None = None
     if origin.is_pr:
         pr = await gh.get_pull(origin.repo, origin.issue_number)
         head = pr.get("head") or {}
@@ -231,17 +232,15 @@ async def start_review(
         where = f"at the head of this pull request (`{ref[:7]}`)"
         head_repo = str((head.get("repo") or {}).get("full_name") or "")
         if head_repo.lower() == origin.repo.lower():
-            target = {"base": str(head.get("ref") or ""), "from_sha": ref}
+            target = RevisionTarget(str(head.get("ref") or ""), ref)
     else:
         ref = origin.default_branch
         where = f"on the default branch `{ref}`"
         if cmd.open_pr:  # pin the reviewed commit: the revision branches from it
             sha = await gh.branch_sha(origin.repo, ref)
-            target = {"base": ref, "from_sha": sha}
+            target = RevisionTarget(ref, sha)
             ref = sha
-    await review_plan(
-        intake, gh, origin, config, cmd, cmd.path, ref=ref, where=where, target=target
-    )
+    await review_plan(r, gh, origin, config, cmd, cmd.path, ref=ref, where=where, target=target)
     return "done"
 
 
@@ -278,7 +277,7 @@ async def _plans_at_one_head(
 
 
 async def _next_plan(
-    intake: Intake,
+    r: Responder,
     gh: InstallationClient,
     origin: Origin,
     config: RepoConfig,
@@ -293,7 +292,7 @@ async def _next_plan(
         reviewed = {**reviewed, path: blob}
         step = replace(origin, delivery_id=f"{base_delivery}.{len(reviewed)}")
         result = await review_plan(
-            intake,
+            r,
             gh,
             step,
             config,
@@ -301,10 +300,7 @@ async def _next_plan(
             path,
             ref=head_sha,
             where=f"at the head of this pull request (`{head_sha[:7]}`)",
-            extra_trigger={
-                "queue": {"kind": QUEUE_KIND, "delivery": base_delivery},
-                "reviewed": reviewed,
-            },
+            extras={"queue": QueuedPlans(delivery=base_delivery), "reviewed": reviewed},
         )
         if result != "rejected":
             # refused (a run is active, or the quota is spent): one reply is enough
@@ -313,7 +309,7 @@ async def _next_plan(
 
 
 async def auto_review(
-    intake: Intake, gh: InstallationClient, event: PullRequestEvent, row: DeliveryRow
+    r: Responder, gh: InstallationClient, event: PullRequestEvent, row: DeliveryRow
 ) -> str | None:
     """Design-review the plans a PR with the trigger label changes.
 
@@ -341,27 +337,27 @@ async def auto_review(
     if not plans:
         return None if event.action == "labeled" else "ignored"
     origin = Origin.of_pull(event, row.delivery_id)
-    if not await intake.allowed(gh, origin, config, reply=False):
+    if not await r.allowed(gh, origin, config, reply=False):
         return "ignored"
     reviewed: dict[str, str] = {}
     if event.action != "labeled":  # a push re-reviews only the plans it changed
-        last = intake.svc.store.latest_run(repo, pr.number)
-        if last is not None and isinstance(last.trigger.get("reviewed"), dict):
-            reviewed = dict(last.trigger["reviewed"])
-            if last.state != "done":  # its own plan was not reviewed after all
-                reviewed.pop(str((last.trigger.get("review") or {}).get("path")), None)
+        last = r.svc.store.latest_run(repo, pr.number)
+        if last is not None:
+            reviewed = dict(last.trigger.reviewed)
+            if last.state != "done" and last.trigger.review is not None:
+                reviewed.pop(last.trigger.review.path, None)  # not reviewed after all
     pending = {p: b for p, b in plans.items() if reviewed.get(p) != b}
     if not pending:
         return "ignored"
-    if intake.svc.store.active_run(repo, pr.number) is not None and event.action != "labeled":
+    if r.svc.store.active_run(repo, pr.number) is not None and event.action != "labeled":
         log.info("review.deferred", repo=repo, pr=pr.number, plans=len(pending))
         return "ignored"  # the running run's end looks at the PR again
     head_sha = str((current.get("head") or {}).get("sha") or pr.head.sha)
-    await _next_plan(intake, gh, origin, config, pending, reviewed, head_sha)
+    await _next_plan(r, gh, origin, config, pending, reviewed, head_sha)
     return "done"
 
 
-async def continue_auto(svc: Services, gh: InstallationClient, run: RunRow) -> None:
+async def continue_auto(r: Responder, gh: InstallationClient, run: RunRow) -> None:
     """After an automatic review: the next plan of the PR not reviewed at its current blob."""
     try:
         config = await load_config(gh, run.repo)
@@ -375,14 +371,14 @@ async def continue_auto(svc: Services, gh: InstallationClient, run: RunRow) -> N
     pr, plans = await _plans_at_one_head(
         gh, run.repo, run.issue_number, config.design_review.paths, pr
     )
-    reviewed = dict(run.trigger.get("reviewed") or {})
+    reviewed = dict(run.trigger.reviewed)
     pending = {p: b for p, b in plans.items() if reviewed.get(p) != b}
     if not pending:
         return
-    queue = run.trigger.get("queue") or {}
-    origin = Origin.of_run(run, pr, str(queue.get("delivery") or run.id))
+    queue = run.trigger.queue
+    origin = Origin.of_run(run, pr, (queue.delivery if queue else "") or run.id)
     head_sha = str((pr.get("head") or {}).get("sha") or "")
-    await _next_plan(Intake(svc), gh, origin, config, pending, reviewed, head_sha)
+    await _next_plan(r, gh, origin, config, pending, reviewed, head_sha)
 
 
 # --- --open-pr ----------------------------------------------------------------------
@@ -405,12 +401,11 @@ async def open_revision_pr(
     """Open a pull request with the revised plan (once per run, even when resumed).
 
     Every way this can fail ends in a clear status comment, never a failed run."""
-    review: Mapping[str, Any] = run.trigger.get("review") or {}
+    review = run.trigger.review
     store = svc.store
-    if not review.get("open_pr") or store.comment_id(run.id, REVISION_PR) is not None:
+    if review is None or not review.open_pr or store.comment_id(run.id, REVISION_PR) is not None:
         return
-    path = str(review["path"])
-    target = review.get("target")
+    path, target = review.path, review.target
     spec = run.debate_spec()
     plan = revised_plan(spec, store.load_turns(run.id))
     problem: str | None = None
@@ -427,8 +422,8 @@ async def open_revision_pr(
     if problem is not None or target is None or plan is None:
         await publisher.upsert("status", f"No pull request was opened for `{path}`: {problem}.")
         return
-    content = str(review.get("prefix") or "") + redact_secrets(strip_marks(plan)).rstrip() + "\n"
-    if hashlib.sha256(content.encode()).hexdigest() == review.get("blob"):
+    content = review.prefix + redact_secrets(strip_marks(plan)).rstrip() + "\n"
+    if hashlib.sha256(content.encode()).hexdigest() == review.blob:
         await publisher.upsert(
             "status", f"No pull request was opened for `{path}`: the revision changes nothing."
         )
@@ -436,7 +431,7 @@ async def open_revision_pr(
     branch = f"debate-bot/revise-{run.id}"
     try:
         try:
-            await gh.create_branch(run.repo, branch, str(target["from_sha"]))
+            await gh.create_branch(run.repo, branch, target.from_sha)
         except GitHubError as exc:
             if exc.status != 422 or "already exists" not in str(exc).lower():
                 raise  # 422 "Reference already exists": a resumed run made it before
@@ -447,7 +442,7 @@ async def open_revision_pr(
             run.repo,
             f"Revise {path} (design review)"[:256],
             branch,
-            str(target["base"]),
+            target.base,
             sanitize(_pr_body(run, path, plan)),
         )
     except GitHubError as exc:
@@ -475,11 +470,20 @@ async def open_revision_pr(
     )
 
 
+def register(router: Router) -> None:
+    # Before the label trigger of bot/worker/debates.py: a labelled PR changing
+    # design_review.paths plans is design-reviewed instead of debated.
+    router.on_event(PullRequestEvent, ("opened", "synchronize", "labeled"), auto_review)
+    router.on_command("review", start_review)
+    router.on_queued("design_review", continue_auto)
+
+
 __all__ = [
     "auto_review",
     "continue_auto",
     "matches",
     "open_revision_pr",
+    "register",
     "review_plan",
     "start_review",
 ]

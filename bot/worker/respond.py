@@ -1,0 +1,292 @@
+"""How the worker answers a trigger: replies, reactions, permission, quotas, starting a run.
+
+Every reply here is a short fixed sentence or the parser's usage text: never an
+exception's text. The feature modules (debates, reviews, arbitration) reach
+GitHub and the store through these helpers for everything they share.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import TypedDict
+
+from bot.commands.parser import Command, UsageError, parse_command, usage_text
+from bot.config import RepoConfig
+from bot.debate.plan import cap_subject, choose_mode
+from bot.debate.types import ArbitrationContext, DebateSpec, Mode
+from bot.errors import BotError, ConfigError
+from bot.github.gateway import InstallationClient
+from bot.logs import get_logger
+from bot.store.rows import ActiveRunExists, RunRow
+from bot.store.trigger import ArbitrationActions, Queued, ReviewedPlan, Trigger
+from bot.worker.context import Origin, Services, load_config
+from bot.worker.publish import Publisher, Thread
+from bot.worker.specs import Overrides, Subject, build_spec
+
+log = get_logger(__name__)
+
+PERMISSION_RANK = {"none": 0, "read": 1, "triage": 2, "write": 3, "maintain": 4, "admin": 5}
+
+
+class TriggerExtras(TypedDict, total=False):
+    """What a feature adds to the trigger record of the run it starts."""
+
+    review: ReviewedPlan
+    reviewed: dict[str, str]
+    queue: Queued
+    arbitrated_comment: int
+
+
+def addressed_by_default(body: str) -> bool:
+    """Whether a comment starts with the default command word."""
+    first = body.lstrip().split(maxsplit=1)
+    return bool(first) and first[0] == RepoConfig().command
+
+
+def subject_of(title: str, text: str) -> Subject:
+    """A subject capped to the engine's size limit, saying so when it was cut."""
+    capped, truncated = cap_subject(text)
+    return Subject(title, capped, truncated, warnings=("subject truncated",) if truncated else ())
+
+
+class Responder:
+    def __init__(self, svc: Services) -> None:
+        self.svc = svc
+
+    # -- reading the trigger ------------------------------------------------------
+
+    async def config_or_reply(
+        self, gh: InstallationClient, origin: Origin, *, addressed: bool = True
+    ) -> RepoConfig | None:
+        """The repo config, or None after telling the user it is broken.
+
+        Only a trigger ``addressed`` to the bot under the defaults (`/debate`,
+        the `debate` label) from a user with the default permission hears about a
+        broken file: any other slash comment stays silent, or a broken config
+        would let anyone make the bot post."""
+        try:
+            return await load_config(gh, origin.repo)
+        except ConfigError as exc:
+            if addressed and await self.allowed(gh, origin, RepoConfig(), reply=False):
+                await self.reply(
+                    gh,
+                    origin,
+                    f"**debate-bot** cannot read its configuration.\n\n```\n{exc.public}\n```",
+                )
+            return None
+
+    async def read_command(
+        self, gh: InstallationClient, origin: Origin, body: str
+    ) -> tuple[RepoConfig, Command] | str:
+        """The repo config and the command of an allowed user; or, when there is
+        nothing more to do (not a command, or answered with a config, usage or
+        permission reply), the delivery's final state."""
+        config = await self.config_or_reply(gh, origin, addressed=addressed_by_default(body))
+        if config is None:
+            return "done"
+        try:
+            cmd = parse_command(body, command=config.command)
+        except UsageError as exc:
+            if not await self.allowed(gh, origin, config, reply=False):
+                return "ignored"
+            await self.react(gh, origin, "confused")
+            await self.reply(gh, origin, f"{exc.public}\n\n{usage_text(config.command)}")
+            return "done"
+        if cmd is None:
+            return "ignored"
+        if not await self.allowed(gh, origin, config, reply=True):
+            return "done"
+        return config, cmd
+
+    def issue_subject(self, origin: Origin, extra: str = "") -> Subject:
+        text = "\n\n".join(p for p in (origin.title, origin.body, extra) if p).strip()
+        return subject_of(origin.title, text)
+
+    # -- permission and quotas ----------------------------------------------------
+
+    async def allowed(
+        self, gh: InstallationClient, origin: Origin, config: RepoConfig, *, reply: bool
+    ) -> bool:
+        perm = await gh.permission(origin.repo, origin.sender)
+        if PERMISSION_RANK.get(perm, 0) >= PERMISSION_RANK[config.min_permission]:
+            return True
+        log.info("intake.denied", repo=origin.repo, sender=origin.sender, permission=perm)
+        if reply:
+            await self.reply(
+                gh,
+                origin,
+                f"Only users with `{config.min_permission}` access "
+                "or higher can start debates here.",
+            )
+        return False
+
+    def quota_left(self, origin: Origin, config: RepoConfig) -> int:
+        """Runs this user may still start here today (repo and user quotas)."""
+        since = datetime.now(UTC) - timedelta(days=1)
+        store = self.svc.store
+        repo_left = config.quotas.per_repo_per_day - store.count_runs_since(origin.repo, since)
+        user_left = config.quotas.per_user_per_day - store.count_runs_since(
+            origin.repo, since, requested_by=origin.sender
+        )
+        return max(0, min(repo_left, user_left))
+
+    async def quota_ok(self, gh: InstallationClient, origin: Origin, config: RepoConfig) -> bool:
+        since = datetime.now(UTC) - timedelta(days=1)
+        store = self.svc.store
+        if store.count_runs_since(origin.repo, since) >= config.quotas.per_repo_per_day:
+            await self.reply(gh, origin, "This repository has reached its daily debate quota.")
+            return False
+        if (
+            store.count_runs_since(origin.repo, since, requested_by=origin.sender)
+            >= config.quotas.per_user_per_day
+        ):
+            await self.reply(gh, origin, "You have reached your daily debate quota here.")
+            return False
+        return True
+
+    # -- starting a run -----------------------------------------------------------
+
+    async def start(
+        self,
+        gh: InstallationClient,
+        origin: Origin,
+        config: RepoConfig,
+        cmd: Command,
+        subject: Subject,
+        *,
+        mode: Mode | None = None,
+        link_from: Origin | None = None,
+        review_thread: int | None = None,
+        overrides: Overrides | None = None,
+        arbitration: ArbitrationContext | None = None,
+        extras: TriggerExtras | None = None,
+    ) -> str:
+        """Create a queued run (one active run per issue), acknowledge, wake a worker."""
+        if link_from is None and not await self.quota_ok(gh, origin, config):
+            return "done"
+        active = self.svc.store.active_run(origin.repo, origin.issue_number)
+        if active is not None:
+            await self.already_running(gh, origin, active)
+            return "done"
+        run_id = uuid.uuid4().hex[:12]
+        try:
+            chosen, spec = self.make_spec(
+                config,
+                cmd,
+                subject,
+                run_id=run_id,
+                mode=mode,
+                overrides=overrides,
+                arbitration=arbitration,
+            )
+        except ConfigError as exc:
+            await self.reply(gh, origin, exc.public)
+            return "done"
+        trigger = Trigger(
+            comment_id=origin.comment_id,
+            review_comment=origin.review_comment,
+            review_thread=review_thread,
+            sender=origin.sender,
+            delivery=origin.delivery_id,
+            default_branch=origin.default_branch,
+            running_label=config.running_label,
+            arbitration=ArbitrationActions(
+                config.arbitration.resolve_on_dismissed, config.arbitration.label_on_confirmed
+            ),
+            link_from=link_from.issue_number if link_from else None,
+            labels=origin.labels,
+        )
+        try:
+            run = self.svc.store.create_run(
+                repo=origin.repo,
+                issue_number=origin.issue_number,
+                spec=spec,
+                mode=chosen,
+                installation_id=None if gh is None else gh.installation_id,
+                is_pr=origin.is_pr,
+                trigger=replace(trigger, **(extras or {})),
+                requested_by=origin.sender,
+                run_id=run_id,
+            )
+        except ActiveRunExists as exc:
+            await self.already_running(gh, origin, exc.run)
+            return "done"
+        log.info("run.queued", run=run.id, repo=origin.repo, issue=origin.issue_number, mode=chosen)
+        await self.acknowledge(gh, origin, config, link_from)
+        self.svc.wake()
+        return "done"
+
+    def started(self, origin: Origin) -> RunRow | None:
+        """The run ``start`` just created for this origin (None when it replied instead)."""
+        run = self.svc.store.active_run(origin.repo, origin.issue_number)
+        if run is not None and run.trigger.delivery == origin.delivery_id:
+            return run
+        return None
+
+    def make_spec(
+        self,
+        config: RepoConfig,
+        cmd: Command,
+        subject: Subject,
+        *,
+        run_id: str,
+        mode: Mode | None = None,
+        overrides: Overrides | None = None,
+        arbitration: ArbitrationContext | None = None,
+    ) -> tuple[Mode, DebateSpec]:
+        chosen: Mode = mode or cmd.mode or config.mode or choose_mode(subject.text)
+        spec = build_spec(
+            command=cmd,
+            config=config,
+            settings=self.svc.settings,
+            mode=chosen,
+            subject=subject,
+            available_providers=self.svc.router.available_providers(),
+            run_id=run_id,
+            arbitration=arbitration,
+            overrides=overrides,
+        )
+        return chosen, spec
+
+    async def acknowledge(
+        self, gh: InstallationClient, origin: Origin, config: RepoConfig, link_from: Origin | None
+    ) -> None:
+        target = link_from or origin
+        await self.react(gh, target, "eyes")
+        if config.running_label:
+            await gh.add_labels(origin.repo, origin.issue_number, ["debate:running"])
+        if link_from is not None:  # a one-off reply: the run's own markers live on the new issue
+            await self.reply(gh, link_from, f"Debating this in #{origin.issue_number}.")
+
+    async def already_running(self, gh: InstallationClient, origin: Origin, active: RunRow) -> None:
+        where = f"#{active.issue_number}"
+        await self.reply(
+            gh,
+            origin,
+            f"A debate is already running here ({where}, run `{active.id}`, "
+            f"{active.state}). Use `/debate status` or `/debate cancel`.",
+        )
+
+    # -- saying something ---------------------------------------------------------
+
+    async def react(self, gh: InstallationClient, origin: Origin, content: str) -> None:
+        try:
+            if origin.comment_id is None:
+                await gh.add_issue_reaction(origin.repo, origin.issue_number, content)
+            else:
+                await gh.add_reaction(
+                    origin.repo, origin.comment_id, content, review_comment=origin.review_comment
+                )
+        except BotError as exc:  # a reaction is a courtesy; never fail the work over it
+            log.warning("reaction.failed", error=exc.code)
+
+    async def reply(self, gh: InstallationClient, origin: Origin, text: str) -> None:
+        """A one-off reply not tied to a run (its marker names the delivery)."""
+        key = f"d-{origin.delivery_id or uuid.uuid4().hex[:12]}"
+        thread = origin.thread()
+        if origin.review_comment and origin.comment_id is not None:
+            root = origin.thread_root or origin.comment_id
+            thread = Thread(origin.repo, origin.issue_number, review_comment_id=root)
+        await Publisher(gh, None, key, thread).upsert("status", text)

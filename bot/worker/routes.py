@@ -1,0 +1,180 @@
+"""The one table of what the bot acts on: deliveries, commands and queued work.
+
+Each feature module registers its triggers (``register(router)``), composed in
+bot/worker/triggers.py; adding a trigger is one registration. The webhook route
+asks the router which deliveries are worth storing, the worker asks it what to
+run for a stored delivery, a command, or the work queued behind a finished run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, get_args
+
+from bot.commands.parser import Action, Command
+from bot.config import RepoConfig
+from bot.errors import ProtocolError
+from bot.github.events import WebhookEvent, parse_payload
+from bot.github.gateway import InstallationClient
+from bot.logs import get_logger
+from bot.store.rows import DeliveryRow, RunRow
+from bot.worker.context import Origin
+from bot.worker.respond import Responder
+
+log = get_logger(__name__)
+
+E = TypeVar("E", bound=WebhookEvent)
+
+# A handler returns the delivery's final state, or None: "not mine", the next
+# handler registered for the same event and action is asked.
+EventHandler = Callable[[Responder, InstallationClient, Any, DeliveryRow], Awaitable[str | None]]
+CommandHandler = Callable[
+    [Responder, InstallationClient, Origin, RepoConfig, Command], Awaitable[str]
+]
+QueueHandler = Callable[[Responder, InstallationClient, RunRow], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class EventRoute:
+    model: type[WebhookEvent]
+    actions: frozenset[str]
+    handler: EventHandler
+    # A comment trigger: the delivery is work only if this object's body is a
+    # slash command (judged by the webhook route before anything is stored).
+    command_in: str | None = None
+
+
+@dataclass(frozen=True)
+class CommandRoute:
+    handler: CommandHandler
+    in_review_thread: bool  # also answered in a PR review thread
+
+
+class Router:
+    def __init__(self) -> None:
+        self._events: dict[str, list[EventRoute]] = {}
+        self._commands: dict[str, CommandRoute] = {}
+        self._queued: dict[str, QueueHandler] = {}
+
+    # -- registration -------------------------------------------------------------
+
+    def on_event(
+        self,
+        model: type[E],
+        actions: tuple[str, ...],
+        handler: Callable[[Responder, InstallationClient, E, DeliveryRow], Awaitable[str | None]],
+    ) -> None:
+        """``handler`` for these actions of ``model``'s event, after those registered earlier."""
+        self._events.setdefault(model.name, []).append(
+            EventRoute(model, frozenset(actions), handler)
+        )
+
+    def on_comment(
+        self, model: type[E], action: str, origin: Callable[[E, DeliveryRow], Origin]
+    ) -> None:
+        """A comment trigger: its body is read as a command and dispatched."""
+
+        async def handle(r: Responder, gh: InstallationClient, event: Any, row: DeliveryRow) -> str:
+            return await self.run_command(r, gh, origin(event, row), event.comment.body)
+
+        self._events.setdefault(model.name, []).append(
+            EventRoute(model, frozenset({action}), handle, command_in="comment")
+        )
+
+    def on_command(
+        self, action: Action, handler: CommandHandler, *, in_review_thread: bool = False
+    ) -> None:
+        self._commands[action] = CommandRoute(handler, in_review_thread)
+
+    def on_queued(self, kind: str, handler: QueueHandler) -> None:
+        self._queued[kind] = handler
+
+    def check_complete(self) -> None:
+        """Every action the parser can produce has a handler (checked once, at start)."""
+        missing = set(get_args(Action)) - set(self._commands)
+        if missing:
+            raise ProtocolError(f"no handler for the commands {sorted(missing)}")
+
+    # -- asked by the webhook route -----------------------------------------------
+
+    @property
+    def events(self) -> frozenset[str]:
+        return frozenset(self._events)
+
+    def accepts(self, event: str, action: object) -> bool:
+        return any(action in route.actions for route in self._events.get(event, ()))
+
+    def required_objects(self, event: str) -> tuple[str, ...]:
+        """The payload objects the event's handlers read: without them it is malformed."""
+        names: dict[str, None] = {}
+        for route in self._events.get(event, ()):
+            names.update(dict.fromkeys(route.model.required_objects()))
+        return tuple(names)
+
+    def command_in(self, event: str) -> str | None:
+        return next((r.command_in for r in self._events.get(event, ()) if r.command_in), None)
+
+    # -- run by the worker --------------------------------------------------------
+
+    async def handle(self, r: Responder, row: DeliveryRow) -> str:
+        """Process one stored delivery; returns its final state."""
+        routes = [route for route in self._events.get(row.event, ()) if row.action in route.actions]
+        if not routes or row.installation_id is None:
+            return "ignored"
+        parsed: dict[type[WebhookEvent], WebhookEvent] = {}
+        gh: InstallationClient | None = None
+        for route in routes:
+            if route.model not in parsed:
+                parsed[route.model] = parse_payload(route.model, row.payload.encode())
+            event = parsed[route.model]
+            if event.sender is not None and event.sender.type == "Bot":
+                return "ignored"
+            gh = gh or await r.svc.gateway.installation(row.installation_id)
+            state = await route.handler(r, gh, event, row)
+            if state is not None:
+                return state
+        return "ignored"
+
+    async def run_command(
+        self, r: Responder, gh: InstallationClient, origin: Origin, body: str
+    ) -> str:
+        if not body.lstrip().startswith("/"):
+            return "ignored"
+        got = await r.read_command(gh, origin, body)
+        if isinstance(got, str):
+            return got
+        config, cmd = got
+        return await self.dispatch(r, gh, origin, config, cmd)
+
+    async def dispatch(
+        self, r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
+    ) -> str:
+        route = self._commands[cmd.action]
+        if origin.review_comment and not route.in_review_thread:
+            await r.reply(
+                gh,
+                origin,
+                f"In a review thread, `{config.command} arbitrate` arbitrates the comment that "
+                f"opened the thread. Other commands belong in the pull request's conversation.",
+            )
+            return "done"
+        return await route.handler(r, gh, origin, config, cmd)
+
+    async def continue_queue(self, r: Responder, gh: InstallationClient, run: RunRow) -> None:
+        """Start the work queued behind ``run`` on the same issue or PR.
+
+        Runs are keyed by issue (one active run each), so work needing several
+        runs on one PR (`--bots`, automatic reviews of several plans) is a chain
+        carried in the trigger. Nothing here may fail the run that just finished."""
+        queue = run.trigger.queue
+        if queue is None:
+            return
+        handler = self._queued.get(queue.kind)
+        if handler is None:
+            log.warning("queue.unknown_kind", run=run.id, kind=queue.kind)
+            return
+        try:
+            await handler(r, gh, run)
+        except Exception:  # the finished run stays finished; the queue just stops here
+            log.exception("queue.continue_failed", run=run.id, kind=queue.kind)

@@ -1,0 +1,28 @@
+"""Every trigger the bot has: the feature modules registered with one router.
+
+Order matters where two features answer the same event and action: a handler
+returning None passes the delivery to the next one. Design reviews come first,
+so a labelled PR that changes plans under ``design_review.paths`` is reviewed
+instead of debated.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from bot.worker import arbitration, debates, reviews
+from bot.worker.routes import Router
+
+
+def build_router() -> Router:
+    router = Router()
+    reviews.register(router)
+    debates.register(router)
+    arbitration.register(router)
+    router.check_complete()
+    return router
+
+
+@cache
+def default_router() -> Router:
+    return build_router()
