@@ -1,4 +1,8 @@
-"""The `debate-bot` command. Thin: parses arguments, builds settings, delegates."""
+"""The `debate-bot` command. Thin: parses arguments, builds settings, delegates.
+
+Each command imports what it runs inside its own function: `--version`, `migrate`
+or `doctor` need not load the web app, the worker and the model clients.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from bot.commands.parser import Command
 from bot.config import RepoConfig, Settings
+from bot.debate.personas import LENSES
 from bot.debate.protocol import next_step
 from bot.debate.types import ArbitrationContext, ContextFile, DebateSpec, Mode, PersonaSpec
 from bot.errors import ConfigError, ProtocolError
@@ -36,8 +37,6 @@ class Subject:
 
 
 def _personas(command: Command, config: RepoConfig) -> tuple[PersonaSpec, ...]:
-    from bot.debate.personas import LENSES
-
     configured = {p.name.lower(): p for p in config.personas}
     if command.personas:
         chosen = []
