@@ -12,9 +12,9 @@ from fastapi.responses import JSONResponse
 from pydantic import SecretStr
 
 from bot.app.main import create_app
-from bot.app.metrics import Metrics
 from bot.config import Settings
 from bot.logs import configure_logging
+from bot.metrics import Metrics
 from bot.store import RunStore
 
 ROUTE = "/api/github/webhooks"

@@ -8,7 +8,6 @@ import anyio
 import uvicorn
 
 from bot.app.main import create_app
-from bot.app.metrics import Metrics
 from bot.app.proxy import follow_channel
 from bot.app.webhook import local_webhook_url
 from bot.config import Settings
@@ -16,6 +15,7 @@ from bot.errors import ConfigError
 from bot.github.gateway import GitHubGateway
 from bot.llm.router import ModelRouter
 from bot.logs import configure_logging, get_logger
+from bot.metrics import Metrics
 from bot.store import RunStore
 from bot.worker.context import Services
 from bot.worker.pool import Worker

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from bot.app.main import create_app
-from bot.app.metrics import Metrics
 from bot.config import Settings
+from bot.metrics import Metrics
 from bot.store import RunStore
 from tests.harness.deploy import cli_commands, settings_env_names
 

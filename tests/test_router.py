@@ -15,13 +15,13 @@ import pytest
 from pydantic import SecretStr
 
 from bot.app.main import create_app
-from bot.app.metrics import Metrics
 from bot.config import Settings
 from bot.errors import ProtocolError, WebhookError
 from bot.github.events import IssuesEvent, PullRequestEvent
 from bot.github.gateway import GitHubGateway, InstallationClient
 from bot.github.webhooks import sign
 from bot.llm.router import ModelRouter
+from bot.metrics import Metrics
 from bot.store import RunStore
 from bot.store.rows import DeliveryRow, RunRow
 from bot.store.trigger import QueuedComments, QueuedPlans, Trigger

@@ -16,9 +16,9 @@ import uvicorn
 from pydantic import SecretStr
 
 from bot.app.main import create_app, front_page
-from bot.app.metrics import Metrics
 from bot.config import Settings
 from bot.github.webhooks import sign
+from bot.metrics import Metrics
 from bot.store import RunStore
 from tests.harness.service import delivery
 

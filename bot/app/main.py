@@ -11,9 +11,9 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
 from bot.app.ingest import DeliveryWriter
-from bot.app.metrics import Metrics
 from bot.app.webhook import WEBHOOK_PATH, webhook_endpoint
 from bot.config import Settings
+from bot.metrics import Metrics
 from bot.store import RunStore
 from bot.worker.routes import Router
 from bot.worker.triggers import default_router

@@ -14,11 +14,11 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from bot.app.ingest import DeliveryWriter
-from bot.app.metrics import Metrics
 from bot.config import Settings
 from bot.errors import StoreError, WebhookError
 from bot.github.webhooks import verify_signature
 from bot.logs import get_logger
+from bot.metrics import Metrics
 from bot.store import NewDelivery
 from bot.worker.routes import Router
 

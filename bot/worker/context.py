@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.app.metrics import Metrics
 from bot.config import RepoConfig, Settings, load_repo_config
 from bot.github.events import (
     IssueCommentEvent,
@@ -20,6 +19,7 @@ from bot.github.events import (
 )
 from bot.github.gateway import GitHubGateway, InstallationClient
 from bot.llm.router import ModelRouter
+from bot.metrics import Metrics
 from bot.store import RunStore
 from bot.store.rows import RunRow
 from bot.worker.publish import Thread
