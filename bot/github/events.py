@@ -203,6 +203,18 @@ class InstallationEvent(WebhookEvent):
     sender: Account | None = None
 
 
+class RepositoryRef(_Model):
+    full_name: str
+
+
+class InstallationRepositoriesEvent(WebhookEvent):
+    name: ClassVar[str] = "installation_repositories"
+    action: str
+    installation: InstallationRef
+    repositories_added: tuple[RepositoryRef, ...] = ()
+    repositories_removed: tuple[RepositoryRef, ...] = ()
+
+
 class Hook(_Model):
     type: str | None = None
     app_id: int | None = None

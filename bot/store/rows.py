@@ -15,6 +15,7 @@ from bot.store.trigger import Trigger
 RunState = Literal["queued", "running", "waiting", "done", "failed", "cancelled", "aborted"]
 DeliveryState = Literal["pending", "done", "ignored", "failed"]
 CommentKind = Literal["issue", "review"]
+InstallationState = Literal["active", "suspended", "removed"]
 
 
 class NewDelivery(NamedTuple):

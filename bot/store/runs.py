@@ -34,6 +34,7 @@ from bot.store.rows import (
     CommentRecord,
     DeliveryRow,
     DeliveryState,
+    InstallationState,
     NewDelivery,
     RunNotFound,
     RunRow,
@@ -46,6 +47,7 @@ from bot.store.schema import (
     RUN_STATES,
     comments,
     deliveries,
+    installations,
     runs,
     turns,
 )
@@ -511,6 +513,79 @@ class RunStore:
                 .first()
             )
         return RunRow.from_mapping(row) if row is not None else None
+
+    # -- installations -----------------------------------------------------------
+
+    def set_installation_state(self, installation_id: int, state: InstallationState) -> None:
+        now = self._now()
+        stmt = (
+            self._insert(installations)
+            .values(installation_id=installation_id, state=state, updated_at=now)
+            .on_conflict_do_update(
+                index_elements=[installations.c.installation_id],
+                set_={"state": state, "updated_at": now},
+            )
+        )
+        with self._write("set_installation_state") as conn:
+            conn.execute(stmt)
+
+    def installation_state(self, installation_id: int) -> InstallationState:
+        i = installations.c
+        with self._read("installation_state") as conn:
+            state = conn.execute(
+                sa.select(i.state).where(i.installation_id == installation_id)
+            ).scalar()
+        return cast(InstallationState, state or "active")
+
+    def end_installation_runs(
+        self, installation_id: int, error_class: str, *, repos: Sequence[str] | None = None
+    ) -> int:
+        """Cancel the installation's active runs (those in ``repos`` only, if given).
+
+        Nothing may be posted for them any more, so they end here with their
+        leases dropped; a worker driving one loses its lease at its next check
+        and stops without calling GitHub. Returns how many ended."""
+        r = runs.c
+        where = [r.installation_id == installation_id, r.state.in_(ACTIVE_RUN_STATES)]
+        if repos is not None:
+            where.append(sa.func.lower(r.repo).in_([name.lower() for name in repos]))
+        stmt = (
+            sa.update(runs)
+            .where(*where)
+            .values(
+                state="cancelled",
+                error_class=error_class,
+                lease_owner=None,
+                lease_expires_at=None,
+                updated_at=self._now(),
+            )
+        )
+        with self._write("end_installation_runs") as conn:
+            return conn.execute(stmt).rowcount
+
+    def drop_installation_deliveries(
+        self, installation_id: int, error_class: str, *, keep: str = ""
+    ) -> int:
+        """Mark the installation's pending deliveries (all but ``keep``) ignored."""
+        d = deliveries.c
+        now = self._now()
+        stmt = (
+            sa.update(deliveries)
+            .where(
+                d.installation_id == installation_id,
+                d.state == "pending",
+                d.delivery_id != keep,
+            )
+            .values(
+                state="ignored",
+                error_class=error_class,
+                lease_owner=None,
+                lease_expires_at=None,
+                finished_at=now,
+            )
+        )
+        with self._write("drop_installation_deliveries") as conn:
+            return conn.execute(stmt).rowcount
 
     def update_spec(self, run_id: str, spec: DebateSpec | str) -> bool:
         """Replace an active run's spec (e.g. `/debate decide` adds a decision)."""

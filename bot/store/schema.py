@@ -22,6 +22,7 @@ ACTIVE_RUN_STATES = ("queued", "running", "waiting")
 DELIVERY_STATES = ("pending", "done", "ignored", "failed")
 COMMENT_KINDS = ("issue", "review")
 TURN_STATUSES = ("ok", "dropped")
+INSTALLATION_STATES = ("active", "suspended", "removed")
 
 
 class UTCDateTime(sa.types.TypeDecorator[datetime]):
@@ -175,4 +176,15 @@ comments = sa.Table(
     sa.Column("body_sha256", sa.String(64), nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.CheckConstraint(_in("kind", COMMENT_KINDS), name="kind"),
+)
+
+# Installations the app was removed from or suspended on (no row: active). Their
+# deliveries are not processed and their runs not claimed.
+installations = sa.Table(
+    "installations",
+    metadata,
+    sa.Column("installation_id", sa.BigInteger, primary_key=True),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.CheckConstraint(_in("state", INSTALLATION_STATES), name="state"),
 )

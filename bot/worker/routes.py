@@ -29,6 +29,9 @@ E = TypeVar("E", bound=WebhookEvent)
 # A handler returns the delivery's final state, or None: "not mine", the next
 # handler registered for the same event and action is asked.
 EventHandler = Callable[[Responder, InstallationClient, Any, DeliveryRow], Awaitable[str | None]]
+# About the installation itself: no installation token is fetched (there may be none).
+AppEventHandler = Callable[[Responder, Any, DeliveryRow], Awaitable[str]]
+Handle = Callable[[Responder, Any, DeliveryRow], Awaitable[str | None]]
 CommandHandler = Callable[
     [Responder, InstallationClient, Origin, RepoConfig, Command], Awaitable[str]
 ]
@@ -39,7 +42,9 @@ QueueHandler = Callable[[Responder, InstallationClient, RunRow], Awaitable[None]
 class EventRoute:
     model: type[WebhookEvent]
     actions: frozenset[str]
-    handler: EventHandler
+    handle: Handle
+    # An installation event: answered even while the installation is not active.
+    about_installation: bool = False
     # A comment trigger: the delivery is work only if this object's body is a
     # slash command (judged by the webhook route before anything is stored).
     command_in: str | None = None
@@ -66,9 +71,19 @@ class Router:
         handler: Callable[[Responder, InstallationClient, E, DeliveryRow], Awaitable[str | None]],
     ) -> None:
         """``handler`` for these actions of ``model``'s event, after those registered earlier."""
-        self._events.setdefault(model.name, []).append(
-            EventRoute(model, frozenset(actions), handler)
-        )
+        self._add(EventRoute(model, frozenset(actions), _with_client(handler)))
+
+    def on_installation_event(
+        self,
+        model: type[E],
+        actions: tuple[str, ...],
+        handler: Callable[[Responder, E, DeliveryRow], Awaitable[str]],
+    ) -> None:
+        """An event about the installation itself (removed, suspended, repositories)."""
+        self._add(EventRoute(model, frozenset(actions), handler, about_installation=True))
+
+    def _add(self, route: EventRoute) -> None:
+        self._events.setdefault(route.model.name, []).append(route)
 
     def on_comment(
         self, model: type[E], action: str, origin: Callable[[E, DeliveryRow], Origin]
@@ -78,8 +93,8 @@ class Router:
         async def handle(r: Responder, gh: InstallationClient, event: Any, row: DeliveryRow) -> str:
             return await self.run_command(r, gh, origin(event, row), event.comment.body)
 
-        self._events.setdefault(model.name, []).append(
-            EventRoute(model, frozenset({action}), handle, command_in="comment")
+        self._add(
+            EventRoute(model, frozenset({action}), _with_client(handle), command_in="comment")
         )
 
     def on_command(
@@ -122,16 +137,18 @@ class Router:
         routes = [route for route in self._events.get(row.event, ()) if row.action in route.actions]
         if not routes or row.installation_id is None:
             return "ignored"
+        # Removed or suspended: nothing is sent to GitHub for it any more.
+        active = r.svc.store.installation_state(row.installation_id) == "active"
         parsed: dict[type[WebhookEvent], WebhookEvent] = {}
-        gh: InstallationClient | None = None
         for route in routes:
             if route.model not in parsed:
                 parsed[route.model] = parse_payload(route.model, row.payload.encode())
             event = parsed[route.model]
             if event.sender is not None and event.sender.type == "Bot":
                 return "ignored"
-            gh = gh or await r.svc.gateway.installation(row.installation_id)
-            state = await route.handler(r, gh, event, row)
+            if not (active or route.about_installation):
+                return "ignored"
+            state = await route.handle(r, event, row)
             if state is not None:
                 return state
         return "ignored"
@@ -178,3 +195,14 @@ class Router:
             await handler(r, gh, run)
         except Exception:  # the finished run stays finished; the queue just stops here
             log.exception("queue.continue_failed", run=run.id, kind=queue.kind)
+
+
+def _with_client(handler: EventHandler) -> Handle:
+    """The handler, given a client acting as the delivery's installation (tokens are cached)."""
+
+    async def handle(r: Responder, event: Any, row: DeliveryRow) -> str | None:
+        assert row.installation_id is not None  # Router.handle ignores deliveries without
+        gh = await r.svc.gateway.installation(row.installation_id)
+        return await handler(r, gh, event, row)
+
+    return handle

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from bot.worker import arbitration, debates, reviews
+from bot.worker import arbitration, debates, installations, reviews
 from bot.worker.routes import Router
 
 
@@ -19,6 +19,7 @@ def build_router() -> Router:
     reviews.register(router)
     debates.register(router)
     arbitration.register(router)
+    installations.register(router)
     router.check_complete()
     return router
 
