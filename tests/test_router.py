@@ -44,7 +44,10 @@ def test_the_default_table() -> None:
     accepted = {
         (event, action)
         for event in r.events
-        for action in ("created", "labeled", "opened", "synchronize", "edited", "deleted")
+        for action in (
+            *("created", "labeled", "opened", "synchronize", "edited", "closed"),
+            *("deleted", "suspend", "unsuspend", "added", "removed"),
+        )
         if r.accepts(event, action)
     }
     assert accepted == {
@@ -54,6 +57,10 @@ def test_the_default_table() -> None:
         ("pull_request", "opened"),
         ("pull_request", "synchronize"),
         ("pull_request_review_comment", "created"),
+        ("installation", "deleted"),
+        ("installation", "suspend"),
+        ("installation", "unsuspend"),
+        ("installation_repositories", "removed"),
     }
     assert r.required_objects("issue_comment") == ("comment", "issue", "repository", "sender")
     assert r.required_objects("pull_request") == ("pull_request", "repository", "sender")
