@@ -137,7 +137,7 @@ async def test_jwt_signed_with_the_wrong_key_is_a_github_error(fake, ftime):
             await gw.installation(INSTALLATION)
     finally:
         await gw.aclose()
-    assert err.value.status == 401
+    assert err.value.github_status == 401
     assert "PRIVATE KEY" not in str(err.value)
     assert ftime.sleeps == []  # a 401 is not retried
     assert fake.count("POST", TOKEN_ROUTE, status=401) == 1
@@ -177,7 +177,7 @@ def test_fake_enforces_app_jwt_and_installation_tokens(fake, app_key):
 async def test_unknown_installation_is_404(gateway):
     with pytest.raises(GitHubError) as err:
         await gateway.installation(999)
-    assert err.value.status == 404
+    assert err.value.github_status == 404
 
 
 def test_missing_or_malformed_key_is_a_config_error(fake):
@@ -216,20 +216,20 @@ async def test_body_over_65536_chars_is_422_and_not_retried(fake, gateway, ftime
     await gh.create_comment(REPO, 1, "x" * 65_536)  # exactly the limit is fine
     with pytest.raises(GitHubError) as err:
         await gh.create_comment(REPO, 1, "x" * 65_537)
-    assert err.value.status == 422
+    assert err.value.github_status == 422
     assert "too long" in str(err.value)
     assert fake.count("POST", COMMENTS_ROUTE) == 2
     assert ftime.sleeps == []
     with pytest.raises(GitHubError) as err:
         await gh.create_issue(REPO, "big", "y" * 70_000)
-    assert err.value.status == 422
+    assert err.value.github_status == 422
 
 
 async def test_missing_issue_is_404_without_token_in_message(fake, gateway):
     gh = await gateway.installation(INSTALLATION)
     with pytest.raises(GitHubError) as err:
         await gh.create_comment(REPO, 404, "hi")
-    assert err.value.status == 404
+    assert err.value.github_status == 404
     assert "ghs_" not in str(err.value)
     assert "Not Found" in str(err.value)
 
@@ -257,7 +257,7 @@ async def test_a_create_is_never_blindly_repeated_after_a_5xx(fake, gateway, fti
     fake.inject_faults(script=["secondary", "lost502"], retry_after=1)
     with pytest.raises(GitHubError) as err:
         await gh.create_comment(REPO, 1, "maybe")
-    assert err.value.status == 502
+    assert err.value.github_status == 502
     assert ftime.sleeps == [1.0]  # the refused request was retried, the lost one not
     assert [c["body"] for c in fake.comments(REPO, 1)] == ["maybe"]
 
@@ -268,7 +268,7 @@ async def test_waits_longer_than_the_cap_are_not_taken(fake, gateway, ftime):
     fake.inject_faults(script=["secondary"], retry_after=3600)
     with pytest.raises(GitHubError) as err:
         await gh.create_comment(REPO, 1, "never")
-    assert err.value.status == 403
+    assert err.value.github_status == 403
     assert ftime.sleeps == []
     assert fake.comments(REPO, 1) == []
 
@@ -288,7 +288,7 @@ async def test_persistent_5xx_gives_up_after_bounded_attempts(fake, gateway, fti
     fake.inject_faults(script=[503] * 10)
     with pytest.raises(GitHubError) as err:
         await gh.get_issue(REPO, 1)
-    assert err.value.status == 503
+    assert err.value.github_status == 503
     assert ftime.sleeps == [1.0, 2.0, 4.0, 5.0]
     assert fake.count("GET", "/repos/{owner}/{repo}/issues/{issue_number}") == 5
 
@@ -327,7 +327,7 @@ async def test_connection_refused_is_retried_then_fails(app_key, ftime):
             await gw.installation(INSTALLATION)
     finally:
         await gw.aclose()
-    assert err.value.status is None
+    assert err.value.github_status is None
     assert ftime.sleeps == [1.0, 2.0, 4.0, 5.0]
 
 
@@ -413,7 +413,7 @@ async def test_repo_of_another_installation_is_not_found(fake, gateway):
     assert await gh.read_file("other/repo", "README.md") is None
     with pytest.raises(GitHubError) as err:
         await gh.default_branch("other/repo")
-    assert err.value.status == 404
+    assert err.value.github_status == 404
 
 
 # -- reactions, labels, issues, pulls -------------------------------------------
@@ -467,7 +467,7 @@ async def test_issue_and_pull_reads(fake, gateway):
     assert [f["filename"] for f in files] == [f"src/f{i}.py" for i in range(130)]
     with pytest.raises(GitHubError) as err:
         await gh.get_pull(REPO, number)  # an issue is not a pull request
-    assert err.value.status == 404
+    assert err.value.github_status == 404
 
 
 async def test_review_comment_reply_and_thread_resolution(fake, gateway):
@@ -534,7 +534,7 @@ async def test_branch_file_and_pull_creation(fake, gateway):
     assert fake.issue(REPO, number)["head_ref"] == "debate/revised-plan"
     with pytest.raises(GitHubError) as err:
         await gh.create_branch(REPO, "debate/revised-plan", base_sha)
-    assert err.value.status == 422
+    assert err.value.github_status == 422
 
 
 # -- accounting, GHES ------------------------------------------------------------

@@ -240,7 +240,7 @@ def parse_event(event: str, body: bytes) -> Event | None:
     """Parse a delivery body given its `X-GitHub-Event` header.
 
     Returns None for event types the bot ignores (their body is not even
-    decoded); raises ``WebhookError(status=400)`` for malformed JSON or a payload
+    decoded); raises ``WebhookError(http_status=400)`` for malformed JSON or a payload
     missing a field the bot needs. Error messages name the field, never echo
     payload values.
     """
@@ -250,15 +250,15 @@ def parse_event(event: str, body: bytes) -> Event | None:
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
-        raise WebhookError("malformed JSON body", status=400) from None
+        raise WebhookError("malformed JSON body", http_status=400) from None
     if not isinstance(data, dict):
-        raise WebhookError("payload is not a JSON object", status=400)
+        raise WebhookError("payload is not a JSON object", http_status=400)
     try:
         parsed = model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "(root)"
         raise WebhookError(
-            f"invalid {event} payload at {loc}: {first['type']}", status=400
+            f"invalid {event} payload at {loc}: {first['type']}", http_status=400
         ) from None
     return cast(Event, parsed)  # _MODELS holds exactly the members of Event

@@ -38,8 +38,7 @@ from tenacity import (
 from tenacity.wait import wait_base
 
 from bot.config import Settings
-from bot.errors import ModelError
-from bot.llm.base import TransientModelError
+from bot.errors import ModelError, TransientModelError
 
 log = structlog.get_logger(__name__)
 

@@ -13,12 +13,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.app.metrics import Metrics
-from bot.commands.parser import Command, UsageError, parse_command, usage_text
+from bot.commands.parser import Command, parse_command, usage_text
 from bot.config import RepoConfig, Settings, load_repo_config
 from bot.debate.plan import cap_subject, choose_mode
 from bot.debate.protocol import next_step
 from bot.debate.types import ArbitrationContext, DebateSpec, Decision, Mode, Outcome
-from bot.errors import BotError, ConfigError, GitHubError
+from bot.errors import ActiveRunExists, BotError, ConfigError, GitHubError, UsageError
 from bot.github.events import (
     IssueCommentEvent,
     IssuesEvent,
@@ -31,7 +31,7 @@ from bot.github.sanitize import sanitize
 from bot.llm.router import ModelRouter
 from bot.logs import get_logger
 from bot.store import RunStore
-from bot.store.rows import ActiveRunExists, DeliveryRow, RunRow
+from bot.store.rows import DeliveryRow, RunRow
 from bot.worker.publish import Publisher, Thread, file_issue_once
 from bot.worker.specs import Overrides, Subject, build_spec
 
@@ -283,7 +283,7 @@ class Intake:
             try:
                 issue: dict[str, Any] | None = await gh.get_issue(origin.repo, cmd.issue_ref)
             except GitHubError as exc:
-                if exc.status != 404:
+                if exc.github_status != 404:
                     raise
                 issue = None
             if issue is None:
