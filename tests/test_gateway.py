@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import jwt
@@ -18,7 +20,7 @@ from pydantic import SecretStr
 
 from bot.config import Settings
 from bot.errors import ConfigError, GitHubError
-from bot.github.gateway import GitHubGateway, graphql_url
+from bot.github.gateway import GitHubGateway, convert_manifest, graphql_url
 from bot.github.pacing import WritePacer
 from bot.github.retry import decide, parse_retry_after
 from tests.fakes.github_server import FakeGitHub
@@ -28,6 +30,7 @@ INSTALLATION = 77
 REPO = "acme/widgets"
 TOKEN_ROUTE = "/app/installations/{installation_id}/access_tokens"
 COMMENTS_ROUTE = "/repos/{owner}/{repo}/issues/{issue_number}/comments"
+PAGE_SIZE = 100  # what the gateway asks GitHub for
 
 
 def _pem(key: rsa.RSAPrivateKey) -> str:
@@ -589,6 +592,74 @@ async def test_enterprise_server_base_url(app_key, ftime):
 def test_graphql_url_derivation():
     assert graphql_url("https://api.github.com") == "https://api.github.com/graphql"
     assert graphql_url("https://ghe.example.com/api/v3/") == "https://ghe.example.com/api/graphql"
+
+
+# -- an injected transport: the fake GitHub app in process, no socket ---------------
+
+
+@pytest.fixture
+def no_sockets(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a socket was connected")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+
+
+@pytest.fixture
+def asgi_fake(app_key):
+    public = app_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    server = FakeGitHub(app_id=APP_ID, public_key_pem=public)  # never started
+    server.url = "http://github.test"
+    server.add_repo(REPO, installation_id=INSTALLATION)
+    return server
+
+
+async def test_gateway_over_an_asgi_transport_needs_no_socket(
+    asgi_fake, app_key, ftime, calls, no_sockets
+):
+    fake = asgi_fake
+    fake.add_issue(REPO, title="t")
+    for i in range(PAGE_SIZE + 5):
+        fake.add_comment(REPO, 1, f"c{i}")
+    pr = fake.add_pull(REPO, title="p")
+    concern = fake.add_review_comment(REPO, pr, body="b", path="a.py")
+    gw = GitHubGateway(
+        make_settings(fake.api_url, _pem(app_key)),
+        clock=ftime.clock,
+        sleep=ftime.sleep,
+        on_request=lambda m, r, s: calls.append((m, r, s)),
+        transport=httpx.ASGITransport(app=fake.asgi),
+    )
+    async with gw:
+        gh = await gw.installation(INSTALLATION)
+        created = await gh.create_comment(REPO, 1, "over ASGI")
+        comments = await gh.list_comments(REPO, 1)  # two pages: Link to github.test
+        assert await gh.resolve_review_thread(REPO, pr, concern) is True  # GraphQL
+        assert await gw.bot_login() == "debate-bot[bot]"
+    assert len(comments) == PAGE_SIZE + 6 and comments[-1]["id"] == created
+    assert fake.count("GET", COMMENTS_ROUTE) == 2
+    assert calls[:2] == [("POST", TOKEN_ROUTE, 201), ("POST", COMMENTS_ROUTE, 201)]
+    assert fake.comments(REPO, 1)[-1]["user"] == "debate-bot[bot]"
+
+
+async def test_manifest_conversion_over_an_asgi_transport_needs_no_socket(asgi_fake, no_sockets):
+    fake = asgi_fake
+    fake.manifest_private_key = "pem-from-github"
+    transport = httpx.ASGITransport(app=fake.asgi)
+    manifest = {"name": "debate-bot", "redirect_url": "http://localhost:3000/setup/done"}
+    async with httpx.AsyncClient(transport=transport, base_url=fake.url) as browser:
+        page = await browser.post(
+            "/settings/apps/new", content=urlencode({"manifest": json.dumps(manifest)})
+        )
+    code = parse_qs(urlsplit(page.headers["location"]).query)["code"][0]
+    app = await convert_manifest(fake.api_url, code, transport=transport)
+    assert (app["id"], app["pem"]) == (APP_ID, "pem-from-github")
+    with pytest.raises(GitHubError) as err:  # a code works once
+        await convert_manifest(fake.api_url, code, transport=transport)
+    assert err.value.github_status == 404
 
 
 # -- the retry policy itself -------------------------------------------------------
