@@ -9,26 +9,21 @@ and the credential-less manifest conversion are here too.
 
 from __future__ import annotations
 
-import asyncio
-import time
 import types
+from functools import cached_property
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 from githubkit.response import Response
 
-from bot.config import Settings
 from bot.github.issues import IssueEndpoints
 from bot.github.pulls import PullEndpoints
 from bot.github.repos import RepoEndpoints
 from bot.github.session import (
     GHES_API_VERSION,
-    Clock,
     GitHubSession,
-    OnRequest,
     Op,
-    Sleep,
     github_error,
     graphql_url,
     is_enterprise_server,
@@ -75,55 +70,25 @@ class InstallationClient(IssueEndpoints, PullEndpoints, RepoEndpoints):
     """GitHub as one installation sees it. Obtain it from ``GitHubGateway.installation``."""
 
 
-class GitHubGateway:
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        clock: Clock = time.monotonic,
-        sleep: Sleep = asyncio.sleep,
-        wall: Clock = time.time,
-        on_request: OnRequest | None = None,
-        max_attempts: int = 5,
-        timeout_s: float = 30.0,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        """``transport`` replaces the pooled HTTP transport (e.g. ``httpx.ASGITransport``
-        in tests); the gateway closes it in ``aclose``."""
-        self._session = GitHubSession(
-            settings,
-            clock=clock,
-            sleep=sleep,
-            wall=wall,
-            on_request=on_request,
-            max_attempts=max_attempts,
-            timeout_s=timeout_s,
-            transport=transport,
-        )
-        self.api_url = self._session.api_url
-        self.graphql_url = self._session.graphql_url
-        self._bot_login: str | None = None
-        self._clients: dict[int, InstallationClient] = {}
+class GitHubGateway(GitHubSession):
+    """The session (see ``GitHubSession`` for its arguments; ``transport=`` replaces
+    the pooled HTTP transport, e.g. with ``httpx.ASGITransport`` in tests), the
+    app's own endpoints, and one ``InstallationClient`` per installation."""
+
+    _bot_login: str | None = None  # from GET /app, once
+
+    @cached_property
+    def _clients(self) -> dict[int, InstallationClient]:
+        return {}
 
     async def installation(self, installation_id: int) -> InstallationClient:
         """A client acting as the installation; its token is fetched (or reused) now."""
-        await self._session.token(installation_id)
+        await self.token(installation_id)
         client = self._clients.get(installation_id)
         if client is None:
-            client = InstallationClient(self._session, installation_id, self.bot_login)
+            client = InstallationClient(self, installation_id, self.bot_login)
             self._clients[installation_id] = client
         return client
-
-    def rate_limit_remaining(self, installation_id: int) -> int | None:
-        """The last ``x-ratelimit-remaining`` seen for the installation (for metrics)."""
-        return self._session.rate_limit_remaining(installation_id)
-
-    @property
-    def rate_limits(self) -> dict[int, int]:
-        return self._session.rate_limits
-
-    async def aclose(self) -> None:
-        await self._session.aclose()
 
     async def __aenter__(self) -> GitHubGateway:
         return self
@@ -139,25 +104,25 @@ class GitHubGateway:
     # -- the app's own endpoints (authenticated as the app) --------------------
 
     async def _as_app(self, route: str, op: Op) -> Response[Any]:
-        return await self._session.send(
+        return await self.send(
             "GET", route, op, installation_id=None, write=False, replay_safe=True
         )
 
     async def app_info(self) -> dict[str, Any]:
         """``GET /app`` as the app itself: slug, granted permissions, events."""
-        headers = self._session.base_headers
+        headers = self.base_headers
 
         async def op(_: dict[str, str]) -> Response[Any]:
-            return await self._session.app.rest.apps.async_get_authenticated(headers=headers)
+            return await self.app.rest.apps.async_get_authenticated(headers=headers)
 
         return json_dict(await self._as_app("/app", op))
 
     async def installation_ids(self, limit: int = 100) -> list[int]:
         """The ids of the app's installations (``GET /app/installations``), at most ``limit``."""
-        headers = self._session.base_headers
+        headers = self.base_headers
 
         async def op(_: dict[str, str]) -> Response[Any]:
-            return await self._session.app.rest.apps.async_list_installations(
+            return await self.app.rest.apps.async_list_installations(
                 per_page=min(limit, 100), headers=headers
             )
 

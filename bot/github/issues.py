@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import quote
 
 from bot.github.calls import PER_PAGE, InstallationCalls, split_repo
-from bot.github.session import github_error, json_body, json_dict
+from bot.github.session import Op, github_error, json_body, json_dict
 
 REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
 
@@ -53,42 +53,36 @@ class IssueEndpoints(InstallationCalls):
         self, repo: str, comment_id: int, content: str, *, review_comment: bool = False
     ) -> None:
         owner, name = split_repo(repo)
-        _check_reaction(content)
-        data: Any = {"content": content}
+        data = _reaction(content)
+        reactions = self._gh.rest.reactions
         if review_comment:
-            await self._call(
-                "POST",
+            await self._react(
                 "/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions",
-                lambda h: self._gh.rest.reactions.async_create_for_pull_request_review_comment(
+                lambda h: reactions.async_create_for_pull_request_review_comment(
                     owner, name, comment_id, data=data, headers=h
                 ),
-                write=True,
-                replay_safe=True,  # GitHub answers 200 for a repeat
             )
         else:
-            await self._call(
-                "POST",
+            await self._react(
                 "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions",
-                lambda h: self._gh.rest.reactions.async_create_for_issue_comment(
+                lambda h: reactions.async_create_for_issue_comment(
                     owner, name, comment_id, data=data, headers=h
                 ),
-                write=True,
-                replay_safe=True,  # GitHub answers 200 for a repeat
             )
 
     async def add_issue_reaction(self, repo: str, issue_number: int, content: str) -> None:
         owner, name = split_repo(repo)
-        _check_reaction(content)
-        data: Any = {"content": content}
-        await self._call(
-            "POST",
+        data = _reaction(content)
+        await self._react(
             "/repos/{owner}/{repo}/issues/{issue_number}/reactions",
             lambda h: self._gh.rest.reactions.async_create_for_issue(
                 owner, name, issue_number, data=data, headers=h
             ),
-            write=True,
-            replay_safe=True,  # GitHub answers 200 for a repeat
         )
+
+    async def _react(self, route: str, op: Op) -> None:
+        # Replay-safe: GitHub answers 200 for a repeated reaction.
+        await self._call("POST", route, op, write=True, replay_safe=True)
 
     # -- labels and issues ---------------------------------------------------
 
@@ -170,6 +164,8 @@ class IssueEndpoints(InstallationCalls):
         return json_dict(response)
 
 
-def _check_reaction(content: str) -> None:
+def _reaction(content: str) -> Any:
+    """The request body for a reaction, after checking GitHub knows it."""
     if content not in REACTIONS:
         raise github_error(f"unknown reaction {content!r}")
+    return {"content": content}
