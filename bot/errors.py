@@ -3,9 +3,36 @@
 Every error carries a stable ``code`` and a short ``public`` sentence that is safe
 to post on GitHub; the exception text itself (``str(exc)``) may hold details and
 goes to logs only.
+
+Whether a failure is an outage worth waiting out or a verdict is carried by the
+type: ``Transient`` marks the former (the worker lets the run's lease lapse and
+resumes it later; model calls are retried before the turn is dropped)::
+
+    BotError
+    ├── WebhookError               .http_status: our answer to the delivery
+    ├── GitHubError                .github_status: GitHub's answer (None: none)
+    │   └── TransientGitHubError   + Transient (judged in bot/github/session.py)
+    ├── ModelError                 .drop_class: recorded on the dropped turn
+    │   └── TransientModelError    + Transient, .retry_after
+    ├── ConfigError                its message is public
+    │   └── UsageError             a /debate command that cannot be understood
+    ├── StoreError                 + Transient
+    │   ├── CodecError             a stored spec that does not decode
+    │   ├── ActiveRunExists        .run: the issue's queued or running run
+    │   └── RunNotFound
+    └── ProtocolError
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.store.rows import RunRow
+
+
+class Transient:
+    """Marker base: the failure is an outage, not a verdict; trying later may work."""
 
 
 class BotError(Exception):
@@ -22,18 +49,25 @@ class WebhookError(BotError):
     code = "webhook_error"
     public = "The webhook delivery was rejected."
 
-    def __init__(self, message: str, *, status: int = 400) -> None:
+    def __init__(self, message: str, *, http_status: int = 400) -> None:
         super().__init__(message, public=message)
-        self.status = status
+        self.http_status = http_status
 
 
 class GitHubError(BotError):
+    """A GitHub call failed for good. Raise it through ``bot.github.session.github_error``,
+    which picks this class or ``TransientGitHubError``."""
+
     code = "github_error"
     public = "A call to GitHub failed."
 
-    def __init__(self, message: str = "", *, status: int | None = None) -> None:
+    def __init__(self, message: str = "", *, github_status: int | None = None) -> None:
         super().__init__(message)
-        self.status = status
+        self.github_status = github_status
+
+
+class TransientGitHubError(GitHubError, Transient):
+    """GitHub is down, rate-limiting us, or answered nothing usable."""
 
 
 class ModelError(BotError):
@@ -45,6 +79,18 @@ class ModelError(BotError):
     def __init__(self, message: str = "", *, drop_class: str = "provider_error") -> None:
         super().__init__(message)
         self.drop_class = drop_class
+
+
+class TransientModelError(ModelError, Transient):
+    """A failure worth retrying (429, 5xx, timeouts, connection errors).
+
+    ``retry_after`` is the server's requested wait in seconds, if it sent one.
+    When retries are exhausted it propagates as the ``ModelError`` it is.
+    """
+
+    def __init__(self, message: str, *, drop_class: str, retry_after: float | None = None) -> None:
+        super().__init__(message, drop_class=drop_class)
+        self.retry_after = retry_after
 
 
 class ConfigError(BotError):
@@ -60,9 +106,37 @@ class ConfigError(BotError):
         super().__init__(message, public=message)
 
 
-class StoreError(BotError):
+class UsageError(ConfigError):
+    """The comment started with the command but could not be understood."""
+
+    code = "usage_error"
+
+
+class StoreError(BotError, Transient):
+    """The run store failed; every store failure is waited out (the database may be back)."""
+
     code = "store_error"
     public = "The run store failed."
+
+
+class CodecError(StoreError):
+    code = "codec_error"
+
+
+class ActiveRunExists(StoreError):
+    """The issue already has a queued, running or waiting run (``.run``)."""
+
+    code = "active_run_exists"
+    public = "A debate is already running on this issue."
+
+    def __init__(self, run: RunRow) -> None:
+        super().__init__(f"run {run.id} is {run.state} on {run.repo}#{run.issue_number}")
+        self.run = run
+
+
+class RunNotFound(StoreError):
+    code = "run_not_found"
+    public = "No such debate run."
 
 
 class ProtocolError(BotError):

@@ -5,11 +5,10 @@ import pytest
 from bot.commands.parser import (
     Command,
     ReviewCommentRef,
-    UsageError,
     parse_command,
     usage_text,
 )
-from bot.errors import ConfigError
+from bot.errors import ConfigError, UsageError
 
 
 def parse(body: str, **kw: str) -> Command:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import jwt
@@ -18,7 +20,7 @@ from pydantic import SecretStr
 
 from bot.config import Settings
 from bot.errors import ConfigError, GitHubError
-from bot.github.gateway import GitHubGateway, graphql_url
+from bot.github.gateway import GitHubGateway, convert_manifest, graphql_url
 from bot.github.pacing import WritePacer
 from bot.github.retry import decide, parse_retry_after
 from tests.fakes.github_server import FakeGitHub
@@ -28,6 +30,7 @@ INSTALLATION = 77
 REPO = "acme/widgets"
 TOKEN_ROUTE = "/app/installations/{installation_id}/access_tokens"
 COMMENTS_ROUTE = "/repos/{owner}/{repo}/issues/{issue_number}/comments"
+PAGE_SIZE = 100  # what the gateway asks GitHub for
 
 
 def _pem(key: rsa.RSAPrivateKey) -> str:
@@ -137,7 +140,7 @@ async def test_jwt_signed_with_the_wrong_key_is_a_github_error(fake, ftime):
             await gw.installation(INSTALLATION)
     finally:
         await gw.aclose()
-    assert err.value.status == 401
+    assert err.value.github_status == 401
     assert "PRIVATE KEY" not in str(err.value)
     assert ftime.sleeps == []  # a 401 is not retried
     assert fake.count("POST", TOKEN_ROUTE, status=401) == 1
@@ -177,7 +180,7 @@ def test_fake_enforces_app_jwt_and_installation_tokens(fake, app_key):
 async def test_unknown_installation_is_404(gateway):
     with pytest.raises(GitHubError) as err:
         await gateway.installation(999)
-    assert err.value.status == 404
+    assert err.value.github_status == 404
 
 
 def test_missing_or_malformed_key_is_a_config_error(fake):
@@ -216,20 +219,20 @@ async def test_body_over_65536_chars_is_422_and_not_retried(fake, gateway, ftime
     await gh.create_comment(REPO, 1, "x" * 65_536)  # exactly the limit is fine
     with pytest.raises(GitHubError) as err:
         await gh.create_comment(REPO, 1, "x" * 65_537)
-    assert err.value.status == 422
+    assert err.value.github_status == 422
     assert "too long" in str(err.value)
     assert fake.count("POST", COMMENTS_ROUTE) == 2
     assert ftime.sleeps == []
     with pytest.raises(GitHubError) as err:
         await gh.create_issue(REPO, "big", "y" * 70_000)
-    assert err.value.status == 422
+    assert err.value.github_status == 422
 
 
 async def test_missing_issue_is_404_without_token_in_message(fake, gateway):
     gh = await gateway.installation(INSTALLATION)
     with pytest.raises(GitHubError) as err:
         await gh.create_comment(REPO, 404, "hi")
-    assert err.value.status == 404
+    assert err.value.github_status == 404
     assert "ghs_" not in str(err.value)
     assert "Not Found" in str(err.value)
 
@@ -257,7 +260,7 @@ async def test_a_create_is_never_blindly_repeated_after_a_5xx(fake, gateway, fti
     fake.inject_faults(script=["secondary", "lost502"], retry_after=1)
     with pytest.raises(GitHubError) as err:
         await gh.create_comment(REPO, 1, "maybe")
-    assert err.value.status == 502
+    assert err.value.github_status == 502
     assert ftime.sleeps == [1.0]  # the refused request was retried, the lost one not
     assert [c["body"] for c in fake.comments(REPO, 1)] == ["maybe"]
 
@@ -268,7 +271,7 @@ async def test_waits_longer_than_the_cap_are_not_taken(fake, gateway, ftime):
     fake.inject_faults(script=["secondary"], retry_after=3600)
     with pytest.raises(GitHubError) as err:
         await gh.create_comment(REPO, 1, "never")
-    assert err.value.status == 403
+    assert err.value.github_status == 403
     assert ftime.sleeps == []
     assert fake.comments(REPO, 1) == []
 
@@ -288,7 +291,7 @@ async def test_persistent_5xx_gives_up_after_bounded_attempts(fake, gateway, fti
     fake.inject_faults(script=[503] * 10)
     with pytest.raises(GitHubError) as err:
         await gh.get_issue(REPO, 1)
-    assert err.value.status == 503
+    assert err.value.github_status == 503
     assert ftime.sleeps == [1.0, 2.0, 4.0, 5.0]
     assert fake.count("GET", "/repos/{owner}/{repo}/issues/{issue_number}") == 5
 
@@ -327,7 +330,7 @@ async def test_connection_refused_is_retried_then_fails(app_key, ftime):
             await gw.installation(INSTALLATION)
     finally:
         await gw.aclose()
-    assert err.value.status is None
+    assert err.value.github_status is None
     assert ftime.sleeps == [1.0, 2.0, 4.0, 5.0]
 
 
@@ -413,7 +416,7 @@ async def test_repo_of_another_installation_is_not_found(fake, gateway):
     assert await gh.read_file("other/repo", "README.md") is None
     with pytest.raises(GitHubError) as err:
         await gh.default_branch("other/repo")
-    assert err.value.status == 404
+    assert err.value.github_status == 404
 
 
 # -- reactions, labels, issues, pulls -------------------------------------------
@@ -467,7 +470,7 @@ async def test_issue_and_pull_reads(fake, gateway):
     assert [f["filename"] for f in files] == [f"src/f{i}.py" for i in range(130)]
     with pytest.raises(GitHubError) as err:
         await gh.get_pull(REPO, number)  # an issue is not a pull request
-    assert err.value.status == 404
+    assert err.value.github_status == 404
 
 
 async def test_review_comment_reply_and_thread_resolution(fake, gateway):
@@ -534,7 +537,7 @@ async def test_branch_file_and_pull_creation(fake, gateway):
     assert fake.issue(REPO, number)["head_ref"] == "debate/revised-plan"
     with pytest.raises(GitHubError) as err:
         await gh.create_branch(REPO, "debate/revised-plan", base_sha)
-    assert err.value.status == 422
+    assert err.value.github_status == 422
 
 
 # -- accounting, GHES ------------------------------------------------------------
@@ -589,6 +592,74 @@ async def test_enterprise_server_base_url(app_key, ftime):
 def test_graphql_url_derivation():
     assert graphql_url("https://api.github.com") == "https://api.github.com/graphql"
     assert graphql_url("https://ghe.example.com/api/v3/") == "https://ghe.example.com/api/graphql"
+
+
+# -- an injected transport: the fake GitHub app in process, no socket ---------------
+
+
+@pytest.fixture
+def no_sockets(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a socket was connected")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+
+
+@pytest.fixture
+def asgi_fake(app_key):
+    public = app_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    server = FakeGitHub(app_id=APP_ID, public_key_pem=public)  # never started
+    server.url = "http://github.test"
+    server.add_repo(REPO, installation_id=INSTALLATION)
+    return server
+
+
+async def test_gateway_over_an_asgi_transport_needs_no_socket(
+    asgi_fake, app_key, ftime, calls, no_sockets
+):
+    fake = asgi_fake
+    fake.add_issue(REPO, title="t")
+    for i in range(PAGE_SIZE + 5):
+        fake.add_comment(REPO, 1, f"c{i}")
+    pr = fake.add_pull(REPO, title="p")
+    concern = fake.add_review_comment(REPO, pr, body="b", path="a.py")
+    gw = GitHubGateway(
+        make_settings(fake.api_url, _pem(app_key)),
+        clock=ftime.clock,
+        sleep=ftime.sleep,
+        on_request=lambda m, r, s: calls.append((m, r, s)),
+        transport=httpx.ASGITransport(app=fake.asgi),
+    )
+    async with gw:
+        gh = await gw.installation(INSTALLATION)
+        created = await gh.create_comment(REPO, 1, "over ASGI")
+        comments = await gh.list_comments(REPO, 1)  # two pages: Link to github.test
+        assert await gh.resolve_review_thread(REPO, pr, concern) is True  # GraphQL
+        assert await gw.bot_login() == "debate-bot[bot]"
+    assert len(comments) == PAGE_SIZE + 6 and comments[-1]["id"] == created
+    assert fake.count("GET", COMMENTS_ROUTE) == 2
+    assert calls[:2] == [("POST", TOKEN_ROUTE, 201), ("POST", COMMENTS_ROUTE, 201)]
+    assert fake.comments(REPO, 1)[-1]["user"] == "debate-bot[bot]"
+
+
+async def test_manifest_conversion_over_an_asgi_transport_needs_no_socket(asgi_fake, no_sockets):
+    fake = asgi_fake
+    fake.manifest_private_key = "pem-from-github"
+    transport = httpx.ASGITransport(app=fake.asgi)
+    manifest = {"name": "debate-bot", "redirect_url": "http://localhost:3000/setup/done"}
+    async with httpx.AsyncClient(transport=transport, base_url=fake.url) as browser:
+        page = await browser.post(
+            "/settings/apps/new", content=urlencode({"manifest": json.dumps(manifest)})
+        )
+    code = parse_qs(urlsplit(page.headers["location"]).query)["code"][0]
+    app = await convert_manifest(fake.api_url, code, transport=transport)
+    assert (app["id"], app["pem"]) == (APP_ID, "pem-from-github")
+    with pytest.raises(GitHubError) as err:  # a code works once
+        await convert_manifest(fake.api_url, code, transport=transport)
+    assert err.value.github_status == 404
 
 
 # -- the retry policy itself -------------------------------------------------------

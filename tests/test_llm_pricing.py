@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from tenacity import AsyncRetrying, RetryCallState
 
-from bot.llm.base import TransientModelError
+from bot.errors import TransientModelError
 from bot.llm.pricing import PRICES, cost_known, estimate_cost, price_for
 from bot.llm.retry import RetryAfterOrBackoff, RetryPolicy, parse_retry_after, redact
 

@@ -230,7 +230,7 @@ def test_a_routed_malformed_delivery_is_a_400_error(responder: Responder) -> Non
     row = _row("issues", "labeled", {"action": "labeled", "sender": {"login": "x"}})
     with pytest.raises(WebhookError, match="invalid issues payload") as exc_info:
         _run(responder, router.handle(responder, row))
-    assert exc_info.value.status == 400
+    assert exc_info.value.http_status == 400
 
 
 def test_queued_work_goes_to_its_kind_and_never_fails_the_finished_run(

@@ -32,12 +32,9 @@ from bot.debate.types import (
     TurnKey,
     Usage,
 )
-from bot.errors import StoreError
+from bot.errors import ActiveRunExists, CodecError, RunNotFound, StoreError
 from bot.store import (
-    ActiveRunExists,
-    CodecError,
     CommentRecord,
-    RunNotFound,
     RunStore,
     spec_from_json,
     spec_to_json,

@@ -76,14 +76,14 @@ def test_bad_signatures_are_401(secret: bytes, header_for: Any) -> None:
     body = b'{"action": "created"}'
     with pytest.raises(WebhookError) as exc_info:
         verify_signature(secret, body, header_for(secret, body))
-    assert exc_info.value.status == 401
+    assert exc_info.value.http_status == 401
 
 
 def test_empty_secret_never_verifies() -> None:
     body = b"{}"
     with pytest.raises(WebhookError) as exc_info:
         verify_signature(b"", body, sign(b"", body))
-    assert exc_info.value.status == 401
+    assert exc_info.value.http_status == 401
 
 
 def test_error_text_never_contains_the_secret_or_digest(secret: bytes) -> None:
@@ -235,7 +235,7 @@ def test_ignored_events_return_none_without_parsing(name: str) -> None:
 def test_malformed_json_is_400(body: bytes) -> None:
     with pytest.raises(WebhookError) as exc_info:
         parse_event("issue_comment", body)
-    assert exc_info.value.status == 400
+    assert exc_info.value.http_status == 400
 
 
 @pytest.mark.parametrize(
@@ -264,7 +264,7 @@ def test_missing_needed_fields_are_400(event: str, file: str, path: tuple[str, .
     del target[path[-1]]
     with pytest.raises(WebhookError) as exc_info:
         parse_event(event, json.dumps(data).encode())
-    assert exc_info.value.status == 400
+    assert exc_info.value.http_status == 400
     assert ".".join(path) in str(exc_info.value)
 
 
@@ -273,5 +273,5 @@ def test_wrong_types_are_400_and_do_not_echo_values() -> None:
     data["comment"]["id"] = "ghp_" + "x" * 36
     with pytest.raises(WebhookError) as exc_info:
         parse_event("issue_comment", json.dumps(data).encode())
-    assert exc_info.value.status == 400
+    assert exc_info.value.http_status == 400
     assert "ghp_" not in str(exc_info.value)

@@ -79,14 +79,14 @@ async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit():
         if int(declared) > limit:
-            raise WebhookError(f"payload larger than {limit} bytes", status=413)
+            raise WebhookError(f"payload larger than {limit} bytes", http_status=413)
         return await request.body()  # bounded by the declared length
     chunks: list[bytes] = []  # chunked upload: count as it arrives
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise WebhookError(f"payload larger than {limit} bytes", status=413)
+            raise WebhookError(f"payload larger than {limit} bytes", http_status=413)
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -115,7 +115,7 @@ def webhook_endpoint(
         try:
             if secret is None:
                 raise WebhookError(
-                    "webhooks are refused: DEBATE_BOT_WEBHOOK_SECRET is not set", status=503
+                    "webhooks are refused: DEBATE_BOT_WEBHOOK_SECRET is not set", http_status=503
                 )
             body = await _read_body(request, settings.max_webhook_bytes)
             verify_signature(secret, body, request.headers.get("x-hub-signature-256"))
@@ -136,9 +136,11 @@ def webhook_endpoint(
                 if missing:
                     raise WebhookError(f"{event} payload lacks {', '.join(missing)}")
         except WebhookError as exc:
-            metrics.deliveries.labels(event_label(event), f"rejected_{exc.status}").inc()
-            log.info("webhook.rejected", gh_event=event[:64], status=exc.status, reason=exc.public)
-            return _reply(exc.status, "rejected", reason=exc.public)
+            metrics.deliveries.labels(event_label(event), f"rejected_{exc.http_status}").inc()
+            log.info(
+                "webhook.rejected", gh_event=event[:64], status=exc.http_status, reason=exc.public
+            )
+            return _reply(exc.http_status, "rejected", reason=exc.public)
 
         if reason is not None:
             metrics.deliveries.labels(event_label(event), "ignored").inc()

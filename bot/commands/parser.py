@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from bot.debate.types import Mode
-from bot.errors import ConfigError
+from bot.errors import UsageError
 from bot.github.sanitize import redact_secrets
 
 Action = Literal["debate", "review", "arbitrate", "decide", "status", "cancel", "help"]
@@ -55,12 +55,6 @@ _LONG_FLAGS: Final[dict[str, bool]] = {
     "--help": False,
 }
 _SHORT_FLAGS: Final = {"-s": "--vote-stalemates", "-h": "--help"}
-
-
-class UsageError(ConfigError):
-    """The comment started with the command but could not be understood."""
-
-    code = "usage_error"
 
 
 @dataclass(frozen=True)

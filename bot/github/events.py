@@ -237,22 +237,22 @@ def _models() -> dict[str, type[WebhookEvent]]:
 def parse_payload(model: type[E], body: bytes) -> E:
     """Parse a delivery body as ``model``.
 
-    Raises ``WebhookError(status=400)`` for malformed JSON or a payload missing a
+    Raises ``WebhookError(http_status=400)`` for malformed JSON or a payload missing a
     field the bot needs. Error messages name the field, never echo payload values.
     """
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
-        raise WebhookError("malformed JSON body", status=400) from None
+        raise WebhookError("malformed JSON body", http_status=400) from None
     if not isinstance(data, dict):
-        raise WebhookError("payload is not a JSON object", status=400)
+        raise WebhookError("payload is not a JSON object", http_status=400)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "(root)"
         raise WebhookError(
-            f"invalid {model.name} payload at {loc}: {first['type']}", status=400
+            f"invalid {model.name} payload at {loc}: {first['type']}", http_status=400
         ) from None
 
 

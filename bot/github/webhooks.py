@@ -22,25 +22,25 @@ def sign(secret: bytes, body: bytes) -> str:
 
 
 def verify_signature(secret: bytes, body: bytes, header: str | None) -> None:
-    """Raise ``WebhookError(status=401)`` unless ``header`` signs ``body`` with ``secret``.
+    """Raise ``WebhookError(http_status=401)`` unless ``header`` signs ``body`` with ``secret``.
 
     An empty secret never verifies anything: HMAC with an empty key is forgeable
     by anyone, so a service without a secret must refuse every delivery.
     """
     if not secret:
-        raise WebhookError("webhook secret is not configured", status=401)
+        raise WebhookError("webhook secret is not configured", http_status=401)
     if not header:
-        raise WebhookError("missing signature", status=401)
+        raise WebhookError("missing signature", http_status=401)
     value = header.strip()
     if not value.startswith(_PREFIX):
-        raise WebhookError("signature must use sha256", status=401)
+        raise WebhookError("signature must use sha256", http_status=401)
     hex_part = value[len(_PREFIX) :]
     if len(hex_part) != _HEX_LEN:
-        raise WebhookError("malformed signature", status=401)
+        raise WebhookError("malformed signature", http_status=401)
     try:
         given = bytes.fromhex(hex_part)
     except ValueError:
-        raise WebhookError("malformed signature", status=401) from None
+        raise WebhookError("malformed signature", http_status=401) from None
     expected = hmac.new(secret, body, hashlib.sha256).digest()
     if not hmac.compare_digest(expected, given):
-        raise WebhookError("signature mismatch", status=401)
+        raise WebhookError("signature mismatch", http_status=401)

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Protocol, get_args
 
 from bot.debate.types import DropClass, Prompt, Usage
-from bot.errors import ModelError
 
 DROP_CLASSES: frozenset[str] = frozenset(get_args(DropClass))
 
@@ -27,18 +26,6 @@ class Provider(Protocol):
         Raises ``ModelError`` whose ``drop_class`` is one of ``DROP_CLASSES``.
         """
         ...
-
-
-class TransientModelError(ModelError):
-    """A failure worth retrying (429, 5xx, timeouts, connection errors).
-
-    ``retry_after`` is the server's requested wait in seconds, if it sent one.
-    When retries are exhausted it propagates as the ``ModelError`` it is.
-    """
-
-    def __init__(self, message: str, *, drop_class: str, retry_after: float | None = None) -> None:
-        super().__init__(message, drop_class=drop_class)
-        self.retry_after = retry_after
 
 
 def approx_tokens(text: str) -> int:

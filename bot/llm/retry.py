@@ -26,7 +26,6 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
-import structlog
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -38,10 +37,10 @@ from tenacity import (
 from tenacity.wait import wait_base
 
 from bot.config import Settings
-from bot.errors import ModelError
-from bot.llm.base import TransientModelError
+from bot.errors import ModelError, TransientModelError
+from bot.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _ERROR_SNIPPET_CHARS = 300
 

@@ -13,7 +13,6 @@ from types import TracebackType
 from typing import Self, cast
 
 import httpx
-import structlog
 from pydantic import SecretStr
 
 from bot.config import Endpoint, Settings
@@ -24,8 +23,9 @@ from bot.llm.base import DROP_CLASSES, Provider
 from bot.llm.openai import OpenAIProvider
 from bot.llm.retry import RetryPolicy
 from bot.llm.scripted import Responder, ScriptedProvider
+from bot.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 # Served by whatever OpenAI-compatible server OPENAI_BASE_URL points at.

@@ -4,15 +4,13 @@ SQLAlchemy Core over SQLite (default, WAL) or PostgreSQL, with Alembic
 migrations shipped in ``bot/store/migrations``.
 """
 
-from bot.store.codec import CodecError, spec_from_json, spec_to_json
+from bot.store.codec import spec_from_json, spec_to_json
 from bot.store.rows import (
-    ActiveRunExists,
     CommentKind,
     CommentRecord,
     DeliveryRow,
     DeliveryState,
     NewDelivery,
-    RunNotFound,
     RunRow,
     RunState,
 )
@@ -22,14 +20,11 @@ from bot.store.schema import ACTIVE_RUN_STATES, RUN_STATES
 __all__ = [
     "ACTIVE_RUN_STATES",
     "RUN_STATES",
-    "ActiveRunExists",
-    "CodecError",
     "CommentKind",
     "CommentRecord",
     "DeliveryRow",
     "DeliveryState",
     "NewDelivery",
-    "RunNotFound",
     "RunRow",
     "RunState",
     "RunStore",

@@ -18,13 +18,9 @@ from functools import cache
 from typing import Any, TypeVar
 
 from bot.debate.types import DebateSpec
-from bot.errors import StoreError
+from bot.errors import CodecError
 
 T = TypeVar("T")
-
-
-class CodecError(StoreError):
-    code = "codec_error"
 
 
 def to_jsonable(value: Any) -> Any:

@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple, cast
 
 from bot.debate.types import DebateSpec
-from bot.errors import StoreError
 from bot.store.codec import from_json, spec_from_json
 from bot.store.trigger import Trigger
 
@@ -123,19 +122,3 @@ class CommentRecord(NamedTuple):
     comment_id: int
     kind: CommentKind
     body_sha256: str
-
-
-class ActiveRunExists(StoreError):
-    """The issue already has a queued, running or waiting run (``.run``)."""
-
-    code = "active_run_exists"
-    public = "A debate is already running on this issue."
-
-    def __init__(self, run: RunRow) -> None:
-        super().__init__(f"run {run.id} is {run.state} on {run.repo}#{run.issue_number}")
-        self.run = run
-
-
-class RunNotFound(StoreError):
-    code = "run_not_found"
-    public = "No such debate run."

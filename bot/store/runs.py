@@ -25,18 +25,16 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from bot.debate.types import DebateSpec, DropClass, Phase, Turn, TurnKey, TurnStatus, Usage
-from bot.errors import StoreError
+from bot.errors import ActiveRunExists, RunNotFound, StoreError
 from bot.store.codec import spec_from_json, spec_to_json, to_json
 from bot.store.engine import READ_ONLY, create_engine
 from bot.store.rows import (
-    ActiveRunExists,
     CommentKind,
     CommentRecord,
     DeliveryRow,
     DeliveryState,
     InstallationState,
     NewDelivery,
-    RunNotFound,
     RunRow,
     RunState,
 )

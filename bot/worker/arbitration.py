@@ -37,7 +37,7 @@ from bot.commands.parser import Command
 from bot.config import RepoConfig
 from bot.debate.plan import cap_subject
 from bot.debate.types import ArbitrationContext
-from bot.errors import ConfigError, GitHubError
+from bot.errors import ConfigError, GitHubError, TransientGitHubError
 from bot.github.gateway import InstallationClient
 from bot.github.markers import parse_marker
 from bot.logs import get_logger
@@ -114,7 +114,7 @@ async def _read(gh: InstallationClient, repo: str, path: str, ref: str) -> str |
     try:
         return await gh.read_file(repo, path, ref)
     except GitHubError as exc:
-        if exc.status is None or exc.status >= 500 or exc.status in (403, 429):
+        if isinstance(exc, TransientGitHubError):
             raise  # transient: let the delivery or run fail visibly rather than guess
         return None
 
@@ -239,7 +239,7 @@ async def _arbitrate_thread(
     try:
         root = await gh.get_review_comment(origin.repo, in_reply_to)
     except GitHubError as exc:
-        if exc.status != 404:
+        if exc.github_status != 404:
             raise
         await r.reply(gh, origin, "The review comment this thread replies to is gone.")
         return "done"
@@ -274,7 +274,7 @@ async def arbitrate_from_conversation(
         try:
             comment = await gh.get_review_comment(origin.repo, ref.comment_id)
         except GitHubError as exc:
-            if exc.status != 404:
+            if exc.github_status != 404:
                 raise
             comment = None
         if comment is None or not str(comment.get("pull_request_url") or "").endswith(

@@ -93,7 +93,7 @@ async def debate(
         try:
             issue: dict[str, Any] | None = await gh.get_issue(origin.repo, cmd.issue_ref)
         except GitHubError as exc:
-            if exc.status != 404:
+            if exc.github_status != 404:
                 raise
             issue = None
         if issue is None:

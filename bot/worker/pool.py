@@ -15,7 +15,7 @@ import orjson
 from structlog.contextvars import bound_contextvars
 
 from bot.debate.types import DebateSpec, Outcome, Turn
-from bot.errors import BotError, GitHubError, StoreError
+from bot.errors import BotError, Transient
 from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, RunRow
@@ -49,12 +49,9 @@ def issue_key(payload: str) -> str:
 
 def is_transient(exc: BaseException) -> bool:
     """An outage worth waiting out (the lease lapses and the run resumes from its
-    stored turns), as opposed to a verdict on the run itself."""
-    if isinstance(exc, StoreError):
-        return True
-    if isinstance(exc, GitHubError):
-        return exc.status is None or exc.status >= 500 or exc.status in (403, 429)
-    return False
+    stored turns), as opposed to a verdict on the run itself. The type says which:
+    see ``bot.errors`` (GitHub failures are judged in ``bot.github.session``)."""
+    return isinstance(exc, Transient)
 
 
 def new_worker_id() -> str:

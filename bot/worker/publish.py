@@ -106,7 +106,7 @@ class Publisher:
             try:
                 return await self._create_once(body)
             except GitHubError as exc:
-                if exc.status is not None and exc.status < 500:
+                if exc.github_status is not None and exc.github_status < 500:
                     raise
                 found = await self._existing_by_listing(marker_line, fresh=True)
                 if found is not None:
@@ -157,7 +157,7 @@ async def file_issue_once(
         try:
             return await gh.create_issue(repo, title, body, labels=labels)
         except GitHubError as exc:
-            if exc.status is not None and exc.status < 500:
+            if exc.github_status is not None and exc.github_status < 500:
                 raise
             if (found := await gh.find_own_issue(repo, marker)) is not None:
                 return found

@@ -12,14 +12,14 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TypedDict
 
-from bot.commands.parser import Command, UsageError, parse_command, usage_text
+from bot.commands.parser import Command, parse_command, usage_text
 from bot.config import RepoConfig
 from bot.debate.plan import cap_subject, choose_mode
 from bot.debate.types import ArbitrationContext, DebateSpec, Mode
-from bot.errors import BotError, ConfigError
+from bot.errors import ActiveRunExists, BotError, ConfigError, UsageError
 from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
-from bot.store.rows import ActiveRunExists, RunRow
+from bot.store.rows import RunRow
 from bot.store.trigger import ArbitrationActions, Queued, ReviewedPlan, Trigger
 from bot.worker.context import Origin, Services, load_config
 from bot.worker.publish import Publisher, Thread

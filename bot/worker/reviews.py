@@ -34,7 +34,7 @@ from bot.config import RepoConfig
 from bot.debate.plan import Plan, assemble_context, cap_subject, check_ref, parse_plan
 from bot.debate.revision import changed_lines, revised_plan, strip_marks
 from bot.debate.types import PersonaSpec
-from bot.errors import ConfigError, GitHubError
+from bot.errors import ConfigError, GitHubError, TransientGitHubError
 from bot.github.events import PullRequestEvent
 from bot.github.gateway import InstallationClient
 from bot.github.sanitize import redact_secrets, sanitize
@@ -121,7 +121,7 @@ async def _read_ref_files(
         try:
             loaded[path] = await gh.read_file(repo, path, ref)
         except GitHubError as exc:
-            if exc.status is None or exc.status >= 500 or exc.status in (403, 429):
+            if isinstance(exc, TransientGitHubError):
                 raise
             warnings.append(f"`{path}`: not a readable text file; skipped")
     if len(plan.refs) > MAX_REFS:
@@ -152,7 +152,7 @@ async def review_plan(
         await r.reply(gh, origin, exc.public)
         return "rejected"
     except GitHubError as exc:
-        if exc.status is None or exc.status >= 500 or exc.status in (403, 429):
+        if isinstance(exc, TransientGitHubError):
             raise
         await r.reply(gh, origin, f"`{path}` is not a readable text file {where}.")
         return "rejected"
@@ -433,7 +433,7 @@ async def open_revision_pr(
         try:
             await gh.create_branch(run.repo, branch, target.from_sha)
         except GitHubError as exc:
-            if exc.status != 422 or "already exists" not in str(exc).lower():
+            if exc.github_status != 422 or "already exists" not in str(exc).lower():
                 raise  # 422 "Reference already exists": a resumed run made it before
         await gh.put_file(
             run.repo, path, branch, content, f"Revise {path} after debate-bot's design review"
@@ -446,8 +446,8 @@ async def open_revision_pr(
             sanitize(_pr_body(run, path, plan)),
         )
     except GitHubError as exc:
-        log.warning("review.open_pr_failed", run=run.id, status=exc.status, error=exc.code)
-        if exc.status == 403 and NO_CONTENTS_WRITE in str(exc).lower():
+        log.warning("review.open_pr_failed", run=run.id, status=exc.github_status, error=exc.code)
+        if exc.github_status == 403 and NO_CONTENTS_WRITE in str(exc).lower():
             text = (
                 f"**No pull request was opened for `{path}`:** this installation of debate-bot "
                 "lacks the **Contents: write** permission on this repository (GitHub answered "
@@ -457,7 +457,7 @@ async def open_revision_pr(
         else:
             text = (
                 f"**No pull request was opened for `{path}`:** GitHub refused the branch, "
-                f"commit or pull request (`{exc.code}`, HTTP {exc.status or 'error'}). "
+                f"commit or pull request (`{exc.code}`, HTTP {exc.github_status or 'error'}). "
                 "The revised plan is in the critique above."
             )
         await publisher.upsert("status", text)

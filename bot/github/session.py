@@ -1,0 +1,393 @@
+"""GitHubSession: how debate-bot talks to GitHub, under every endpoint.
+
+It holds the transport policy: App and installation auth, write pacing, bounded
+retries, the accounting of calls, and the judgement of a failure as transient or
+final (``github_error``). The endpoints themselves live in ``bot.github.gateway``
+and the modules it assembles.
+
+githubkit stays the HTTP client (typed REST operations, App JWT signing, the
+GraphQL endpoint), but three of its defaults are replaced on purpose:
+
+- ``auto_retry=False``: githubkit's default policy sleeps until the primary
+  rate-limit reset (up to an hour) inside one request, and sleeps with
+  ``anyio.sleep`` we cannot inject. We wrap each call in a tenacity loop whose
+  waits come from ``bot.github.retry.decide`` (``Retry-After``, rate-limit
+  reset, 5xx backoff), each capped at ``settings.github_max_retry_wait_s``, with
+  the session's injected ``sleep``. Every attempt is reported to ``on_request``.
+- Installation tokens are fetched and cached by ``bot.github.auth.TokenCache``
+  (on the injected clock, refreshed 5 minutes early, refetched once after a 401),
+  not by githubkit's process-global cache, which is keyed by app id only and
+  would be shared between gateways with different keys or servers.
+- Responses are read as plain JSON, not githubkit's strict pydantic models:
+  GitHub adds fields and relaxes types over time, and a model mismatch must not
+  break a debate (githubkit's strict webhook models already reject real deliveries).
+
+githubkit opens a fresh ``httpx.AsyncClient`` per request when it is not used as
+a context manager; all of them share one pooled transport, so connections are
+reused across calls, installations and tasks. The transport is injectable
+(``httpx.ASGITransport`` in tests, as for the model router).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import httpx
+import pydantic
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from githubkit import AppAuthStrategy, GitHub, UnauthAuthStrategy
+from githubkit.cache import MemCacheStrategy
+from githubkit.exception import RequestError, RequestFailed, RequestTimeout
+from githubkit.response import Response
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+
+from bot.config import Settings
+from bot.errors import ConfigError, GitHubError, TransientGitHubError
+from bot.github.auth import InstallationToken, TokenCache
+from bot.github.pacing import WritePacer
+from bot.github.retry import decide
+from bot.logs import get_logger
+
+log = get_logger(__name__)
+
+OnRequest = Callable[[str, str, int], None]
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+# One GitHub operation, given the headers to send (auth, API version).
+Op = Callable[[dict[str, str]], Awaitable[Response[Any]]]
+
+APP_INSTALLATION_ROUTE = "/app/installations/{installation_id}/access_tokens"
+GHES_API_VERSION = "2022-11-28"  # the one REST version every supported GHES release accepts
+
+
+def github_error(message: str, *, github_status: int | None = None) -> GitHubError:
+    """The one place a GitHub failure is judged transient (worth waiting out) or final.
+
+    Transient: no answer or no usable answer (``github_status`` None), 5xx, 429 and
+    any 403. Not every 403 is a rate limit (a missing permission is final), but
+    today every 403 is waited out; a later issue will tell the two apart here.
+    """
+    if github_status is None or github_status >= 500 or github_status in (403, 429):
+        return TransientGitHubError(message, github_status=github_status)
+    return GitHubError(message, github_status=github_status)
+
+
+def graphql_url(api_url: str) -> str:
+    """GraphQL lives at ``/graphql`` on github.com, ``/api/graphql`` on GHES."""
+    base = api_url.rstrip("/")
+    if base.endswith("/api/v3"):
+        return base[: -len("/api/v3")] + "/api/graphql"
+    return base + "/graphql"
+
+
+def is_enterprise_server(api_url: str) -> bool:
+    return api_url.rstrip("/").endswith("/api/v3")
+
+
+def json_body(response: Response[Any]) -> Any:
+    try:
+        return response.raw_response.json()
+    except ValueError as exc:
+        raise github_error("GitHub returned a body that is not JSON") from exc
+
+
+def json_dict(response: Response[Any]) -> dict[str, Any]:
+    data = json_body(response)
+    if not isinstance(data, dict):
+        raise github_error("GitHub returned an unexpected response shape")
+    return data
+
+
+def response_message(response: httpx.Response) -> str:
+    """GitHub's ``message`` and its ``errors`` details, bounded, for error texts."""
+    try:
+        data = response.json()
+    except ValueError:
+        return response.reason_phrase or ""
+    if not isinstance(data, dict):
+        return ""
+    message = str(data.get("message", ""))[:300]
+    errors = data.get("errors")
+    if isinstance(errors, list):
+        details = [
+            str(e.get("message") or e.get("code") or "") for e in errors if isinstance(e, dict)
+        ]
+        details = [d for d in details if d]
+        if details:
+            message += " (" + "; ".join(details)[:300] + ")"
+    return message
+
+
+class _SharedTransport(httpx.AsyncBaseTransport):
+    """A pooled transport that outlives githubkit's per-request clients."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:  # the clients close it on exit; only the session may
+        return None
+
+    async def really_close(self) -> None:
+        await self._inner.aclose()
+
+
+class _Retry(Exception):
+    """Internal: a failed attempt that may be repeated after ``wait_s``."""
+
+    def __init__(self, wait_s: float, error: GitHubError) -> None:
+        super().__init__(str(error))
+        self.wait_s = wait_s
+        self.error = error
+
+
+def _retry_wait(state: RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome is not None else None
+    return exc.wait_s if isinstance(exc, _Retry) else 0.0
+
+
+@dataclass
+class _InstallationState:
+    pacer: WritePacer
+    rate_limit_remaining: int | None = None
+
+
+class GitHubSession:
+    """githubkit clients for the app and its installations, and ``send``, the one
+    way a call reaches GitHub."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+        wall: Clock = time.time,
+        on_request: OnRequest | None = None,
+        max_attempts: int = 5,
+        timeout_s: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if settings.app_id is None:
+            raise ConfigError("DEBATE_BOT_APP_ID is required to call GitHub")
+        pem = settings.private_key_pem()
+        if not pem:
+            raise ConfigError(
+                "DEBATE_BOT_PRIVATE_KEY or DEBATE_BOT_PRIVATE_KEY_FILE is required to call GitHub"
+            )
+        try:
+            load_pem_private_key(pem.encode(), password=None)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError("the GitHub App private key is not a valid PEM private key") from exc
+
+        self.api_url = settings.github_api_url.rstrip("/")
+        self.graphql_url = graphql_url(self.api_url)
+        self._max_wait_s = settings.github_max_retry_wait_s
+        self._write_interval_s = settings.github_write_interval_s
+        self._clock = clock
+        self._sleep = sleep
+        self._wall = wall
+        self._on_request = on_request
+        self._max_attempts = max(1, max_attempts)
+        # An injected transport is owned from here on: ``aclose`` closes it.
+        self._transport = _SharedTransport(transport or httpx.AsyncHTTPTransport(retries=0))
+        common: dict[str, Any] = {
+            "base_url": self.api_url,
+            "user_agent": "debate-bot",
+            "timeout": httpx.Timeout(timeout_s, connect=10.0),
+            "async_transport": self._transport,
+            "http_cache": False,
+            "auto_retry": False,
+            # A private cache: githubkit's default one is process-global and keyed
+            # by app id only (JWTs of two gateways would leak into each other).
+            "cache_strategy": MemCacheStrategy(),
+        }
+        self.app = GitHub(AppAuthStrategy(settings.app_id, pem), **common)  # as the app (JWT)
+        self.gh = GitHub(UnauthAuthStrategy(), **common)  # ``send`` adds the installation token
+        self._base_headers: dict[str, str] = {}
+        if is_enterprise_server(self.api_url):
+            # githubkit sends its newest REST version; GHES rejects versions it lacks.
+            self._base_headers["X-GitHub-Api-Version"] = GHES_API_VERSION
+        self._tokens = TokenCache(self._fetch_token, clock=clock, wall=wall)
+        self._states: dict[int, _InstallationState] = {}
+
+    @property
+    def base_headers(self) -> dict[str, str]:
+        """The headers every call sends (a copy: callers may add to it)."""
+        return dict(self._base_headers)
+
+    async def token(self, installation_id: int) -> str:
+        """The installation's access token, fetched now or reused."""
+        return await self._tokens.get(installation_id)
+
+    def rate_limit_remaining(self, installation_id: int) -> int | None:
+        """The last ``x-ratelimit-remaining`` seen for the installation (for metrics)."""
+        state = self._states.get(installation_id)
+        return None if state is None else state.rate_limit_remaining
+
+    @property
+    def rate_limits(self) -> dict[int, int]:
+        return {
+            iid: s.rate_limit_remaining
+            for iid, s in self._states.items()
+            if s.rate_limit_remaining is not None
+        }
+
+    async def aclose(self) -> None:
+        await self._transport.really_close()
+
+    def _state(self, installation_id: int) -> _InstallationState:
+        state = self._states.get(installation_id)
+        if state is None:
+            pacer = WritePacer(self._write_interval_s, clock=self._clock, sleep=self._sleep)
+            state = _InstallationState(pacer=pacer)
+            self._states[installation_id] = state
+        return state
+
+    async def _fetch_token(self, installation_id: int) -> InstallationToken:
+        headers = self.base_headers
+
+        async def op(_: dict[str, str]) -> Response[Any]:
+            return await self.app.rest.apps.async_create_installation_access_token(
+                installation_id, headers=headers
+            )
+
+        response = await self.send(
+            "POST", APP_INSTALLATION_ROUTE, op, installation_id=None, write=False, replay_safe=True
+        )
+        data = json_dict(response)
+        token, expires_at = data.get("token"), data.get("expires_at")
+        if not isinstance(token, str) or not isinstance(expires_at, str):
+            raise github_error("GitHub returned an installation token response without a token")
+        try:
+            when = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise github_error("GitHub returned an unreadable token expiry") from exc
+        return InstallationToken(token=token, expires_at=when)
+
+    async def send(
+        self,
+        method: str,
+        route: str,
+        op: Op,
+        *,
+        installation_id: int | None,
+        write: bool,
+        replay_safe: bool,
+        ok_statuses: Iterable[int] = (),
+    ) -> Response[Any]:
+        """Run ``op`` with auth headers, pacing, bounded retries and accounting.
+
+        ``installation_id`` None: ``op`` authenticates itself (as the app).
+        ``ok_statuses`` are error statuses the caller handles itself (e.g. 404 on a
+        file lookup): they come back as a response instead of a GitHubError.
+        """
+        state = self._state(installation_id) if installation_id is not None else None
+        accepted = frozenset(ok_statuses)
+        refreshed = False
+
+        async def attempt_once(attempt: int) -> Response[Any]:
+            nonlocal refreshed
+            headers = self.base_headers
+            token: str | None = None
+            if installation_id is not None:
+                token = await self._tokens.get(installation_id)
+                headers["Authorization"] = f"token {token}"
+            if write and state is not None:
+                await state.pacer.wait_turn()
+            try:
+                response = await op(headers)
+            except RequestFailed as exc:
+                raw = exc.response.raw_response
+                self._observe(method, route, raw.status_code, raw.headers, state)
+                if raw.status_code in accepted:
+                    return exc.response
+                error = github_error(
+                    f"GitHub {method} {route} failed: {raw.status_code} {response_message(raw)}",
+                    github_status=raw.status_code,
+                )
+                if raw.status_code == 401 and token is not None and not refreshed:
+                    # The token may have been revoked or expired early: fetch a new one once.
+                    refreshed = True
+                    self._tokens.invalidate(installation_id or 0, token)
+                    raise _Retry(0.0, error) from None
+                if raw.status_code >= 500 and not replay_safe:
+                    # GitHub may have created the object before failing: the caller
+                    # checks before trying again (see bot/worker/publish.py).
+                    raise error from None
+                decision = decide(
+                    status=raw.status_code,
+                    headers=raw.headers,
+                    message=response_message(raw),
+                    attempt=attempt,
+                    max_wait_s=self._max_wait_s,
+                    now_epoch=self._wall(),
+                )
+                if decision.retry and decision.wait_s is not None:
+                    log.info("github.retrying", method=method, route=route, reason=decision.reason)
+                    raise _Retry(decision.wait_s, error) from None
+                raise error from None
+            except RequestError as exc:
+                self._observe(method, route, 0, None, state)
+                inner = exc.exc
+                error = github_error(f"GitHub {method} {route} failed: {type(inner).__name__}")
+                # A connect failure never reached GitHub; a timeout or a dropped
+                # connection might have, so only requests safe to replay are repeated.
+                never_sent = isinstance(inner, httpx.ConnectError | httpx.ConnectTimeout)
+                if isinstance(exc, RequestTimeout | RequestError) and (never_sent or replay_safe):
+                    decision = decide(
+                        status=0,
+                        headers={},
+                        message="",
+                        attempt=attempt,
+                        max_wait_s=self._max_wait_s,
+                        now_epoch=self._wall(),
+                    )
+                    if decision.wait_s is not None:
+                        raise _Retry(decision.wait_s, error) from None
+                raise error from None
+            except pydantic.ValidationError as exc:
+                # githubkit validates request bodies before sending them.
+                raise github_error(f"invalid request for GitHub {method} {route}") from exc
+            self._observe(method, route, response.status_code, response.headers, state)
+            return response
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._max_attempts),
+            retry=retry_if_exception_type(_Retry),
+            wait=_retry_wait,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    return await attempt_once(attempt.retry_state.attempt_number)
+        except _Retry as exc:
+            raise exc.error from None
+        raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover
+
+    def _observe(
+        self,
+        method: str,
+        route: str,
+        status: int,
+        headers: Mapping[str, str] | None,
+        state: _InstallationState | None,
+    ) -> None:
+        if state is not None and headers is not None:
+            remaining = headers.get("x-ratelimit-remaining")
+            if remaining is not None and remaining.isdigit():
+                state.rate_limit_remaining = int(remaining)
+        if self._on_request is not None:
+            try:
+                self._on_request(method, route, status)
+            except Exception:  # metrics must never break a GitHub call
+                log.exception("github.on_request_failed")
