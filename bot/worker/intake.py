@@ -14,8 +14,8 @@ from typing import Any
 
 from bot.app.metrics import Metrics
 from bot.commands.parser import Command, UsageError, parse_command, usage_text
+from bot.commands.plan import cap_subject, choose_mode
 from bot.config import RepoConfig, Settings, load_repo_config
-from bot.debate.plan import cap_subject, choose_mode
 from bot.debate.protocol import next_step
 from bot.debate.types import ArbitrationContext, DebateSpec, Decision, Mode, Outcome
 from bot.errors import BotError, ConfigError, GitHubError
