@@ -49,13 +49,13 @@ from bot.debate.types import (
     Prompt,
     Turn,
     TurnKey,
+    is_reserved_name,
 )
 from bot.errors import ProtocolError
 
 CLASSIFY_SLOT = "judge-classify"
 EXTRACT_SLOT = "judge-issues"
 MAX_ISSUES = 8
-RESERVED = re.compile(r"^(judge|judge-.*|voter-\d+)$", re.I)
 
 DEBATE_POINT = "The answer to the question in the title and subject: which side is right?"
 ARBITRATE_POINT = (
@@ -202,7 +202,7 @@ class Walker:
         names = [p.name.casefold() for p in spec.personas]
         if len(set(names)) != len(names):
             raise ProtocolError("persona names must be unique")
-        if any(RESERVED.match(p.name) or not p.name.strip() for p in spec.personas):
+        if any(is_reserved_name(p.name) or not p.name.strip() for p in spec.personas):
             raise ProtocolError("persona names 'judge', 'judge-*' and 'voter-<n>' are reserved")
         if spec.rounds < 1:
             raise ProtocolError("rounds must be at least 1")
