@@ -12,6 +12,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "bot" / "debate" / "ruff.toml"
 
@@ -45,13 +47,14 @@ def test_the_rule_bans_settings_io_libraries_and_adapters() -> None:
     assert "bot.worker" in banned
 
 
-def test_each_banned_import_in_the_engine_is_an_error() -> None:
+@pytest.mark.parametrize("probe_path", ["bot/debate/_probe.py", "bot/debate/stages/_probe.py"])
+def test_each_banned_import_in_the_engine_is_an_error(probe_path: str) -> None:
     banned = _banned()
     # Submodules and member imports count: `bot.github.client` is still bot.github.
     probe = "".join(f"from {m}.sub import thing as t{i}\n" for i, m in enumerate(banned))
     probe += "import httpx\nfrom pydantic import BaseModel\n"
     probe += "from bot.errors import ProtocolError\nfrom bot.debate.types import Turn\n"
-    proc = _ruff("--stdin-filename", "bot/debate/_probe.py", "-", stdin=probe)
+    proc = _ruff("--stdin-filename", probe_path, "-", stdin=probe)
     assert proc.returncode != 0
     messages = _tid251(proc)
     for module in banned:

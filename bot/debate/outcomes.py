@@ -18,6 +18,7 @@ from bot.debate.replies import (
 )
 from bot.debate.routing import DEGRADED
 from bot.debate.stances import parse_position, stances_verdict
+from bot.debate.text import clip
 from bot.debate.types import JUDGE, ArbitrationVerdict, Outcome, OutcomeKind
 from bot.debate.view import Final, RoundRecord, RunView
 from bot.debate.votes import position_text, resolutions
@@ -81,8 +82,8 @@ def outcome_parts(run: RunView, final: Final) -> Parts:
 
 
 def cell(text: str, n: int = 220) -> str:
-    text = " ".join(text.split()).replace("|", "\\|")
-    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+    """``text`` clipped for a markdown table cell (pipes escaped)."""
+    return clip(text.replace("|", "\\|"), n)
 
 
 def banner(run: RunView) -> list[str]:

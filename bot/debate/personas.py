@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bot.debate.text import clip
 from bot.debate.types import is_reserved_name
 
 LENSES: dict[str, str] = {
@@ -154,7 +155,7 @@ def parse_classification(text: str) -> Classification:
     if om:
         parts = re.split(r"\s+[—–-]\s+", om.group(1).strip(), maxsplit=1)
         name = parts[0].strip(" *_`\"'")
-        lens = _clip(parts[1], LENS_MAX) if len(parts) > 1 else ""
+        lens = clip(parts[1], LENS_MAX) if len(parts) > 1 else ""
         if _NAME_OK.match(name) and not _AUTO_RESERVED.match(name) and not is_reserved_name(name):
             owner = (name, lens or DEFAULT_OWNER[1])
     return Classification("none", owner)
@@ -178,7 +179,3 @@ def classification_menu() -> str:
     rows.append("- `none` — no clean fit (Quill, the skeptic, vs the artifact's natural owner)")
     return "\n".join(rows)
 
-
-def _clip(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
