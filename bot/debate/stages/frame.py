@@ -22,7 +22,7 @@ from bot.debate.personas import (
 from bot.debate.replies import parse_numbered_list
 from bot.debate.stages.inputs import Inputs
 from bot.debate.text import clip
-from bot.debate.types import ModelRequest, TurnKey
+from bot.debate.types import ModelRequest, Turn, TurnKey
 from bot.debate.view import RunView, Seat, noted
 
 CLASSIFY_SLOT = "judge-classify"
@@ -87,11 +87,7 @@ def _seats(run: RunView) -> RunView:
         # Bounded again here: the owner's name and lens are the judge's output.
         pairs = [(clip(name, 40), clip(lens, LENS_MAX)) for name, lens in pair]
         if c.kind is None:
-            why = (
-                f"dropped ({t.drop_class})"
-                if t is not None and t.status == "dropped"
-                else "unparseable"
-            )
+            why = _failure(t, "unparseable")
             run = noted(
                 run,
                 f"Persona auto-pick: the classification was {why}; "
@@ -114,12 +110,13 @@ def _points(run: RunView) -> RunView:
         return replace(run, points=tuple(items), points_from_judge=True)
     fallback = CRITIQUE_FALLBACK if spec.mode == "critique" else PROPOSAL_FALLBACK
     what = "issue extraction" if spec.mode == "critique" else "decision-point extraction"
-    why = (
-        f"dropped ({t.drop_class})"
-        if t is not None and t.status == "dropped"
-        else "gave no numbered list"
-    )
     return noted(
         replace(run, points=(fallback,)),
-        f"The {what} {why}; the debate covers the subject as a whole.",
+        f"The {what} {_failure(t, 'gave no numbered list')}; the debate covers the subject "
+        "as a whole.",
     )
+
+
+def _failure(t: Turn | None, unusable: str) -> str:
+    """Why a frame turn gave nothing to use: its drop, else ``unusable``."""
+    return f"dropped ({t.drop_class})" if t is not None and t.status == "dropped" else unusable

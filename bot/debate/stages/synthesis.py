@@ -28,25 +28,21 @@ def synthesize(run: RunView, inputs: Inputs) -> RunView:
         elif seat.name in run.dropped:
             run = noted(run, f"Synthesizer {seat.name} was dropped; the judge synthesized.")
             seat = None
-    if seat is not None:
-        key = TurnKey("synthesis", 0, seat.name, run.tier)
+    # The persona first, if any; the judge writes it when the persona cannot.
+    for slot in (seat.name, JUDGE) if seat is not None else (JUDGE,):
+        key = TurnKey("synthesis", 0, slot, run.tier)
         run, got = inputs.take(run, [key], partial(_request, inputs, run))
         if got is None:
             return run
-        if got[0].status == "ok":
-            return replace(run, synthesis=got[0])
-        run = noted(
-            run, f"Synthesizer {seat.name} failed ({got[0].drop_class}); the judge synthesized."
-        )
-    key = TurnKey("synthesis", 0, JUDGE, run.tier)
-    run, got = inputs.take(run, [key], partial(_request, inputs, run))
-    if got is None:
-        return run
-    if got[0].status == "ok":
-        return replace(run, synthesis=got[0])
+        turn = got[0]
+        if turn.status == "ok":
+            return replace(run, synthesis=turn)
+        if slot != JUDGE:
+            why = f"Synthesizer {slot} failed ({turn.drop_class}); the judge synthesized."
+            run = noted(run, why)
     return noted(
-        replace(run, synthesis_failed=got[0]),
-        f"The synthesis could not be produced ({got[0].drop_class}); "
+        replace(run, synthesis_failed=turn),
+        f"The synthesis could not be produced ({turn.drop_class}); "
         "this outcome is built from the stance ledger only.",
     )
 
