@@ -21,10 +21,9 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.debate.types import Mode, TurnOrder
 from bot.errors import ConfigError
 
-Mode = Literal["debate", "critique", "arbitrate", "proposal"]
-TurnOrder = Literal["parallel", "alternating"]
 Permission = Literal["read", "triage", "write", "maintain", "admin"]
 
 

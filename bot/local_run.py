@@ -26,8 +26,8 @@ import anyio
 from rich.console import Console
 from rich.text import Text
 
+from bot.commands.plan import Plan, cap_subject, parse_plan
 from bot.config import Settings
-from bot.debate.plan import Plan, cap_subject, parse_plan
 from bot.debate.render import render_transcript
 from bot.debate.types import ContextFile, DebateSpec, Outcome, Turn
 from bot.errors import ConfigError

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 from bot.debate.protocol import next_step
+from bot.debate.replay import replay
 from bot.debate.types import Batch, Decision, ModelRequest, Outcome, PersonaSpec, Turn
-from bot.debate.walk import Walker
+from bot.debate.votes import ballot_labels, holder_models
 from tests.test_engine_support import ATLAS, BEACON, FORGE, Run, drop, reply_turn, spec_for
 
 THREE = (ATLAS, FORGE, BEACON)
@@ -85,7 +86,7 @@ def test_voter_panel_is_anonymous_and_never_votes_on_its_own_position() -> None:
     run = _voter_run()
     votes = [r for r in run.requests if r.key.phase == "vote"]
     assert votes, "stalemates must reach the voter panel"
-    w = Walker(run.spec, run.turns)
+    view = replay(run.spec, run.turns)
     forbidden = {
         "Atlas",
         "Forge",
@@ -103,7 +104,7 @@ def test_voter_panel_is_anonymous_and_never_votes_on_its_own_position() -> None:
             assert word.lower() not in text.lower(), (word, req.key.slot)
         voted_points = [int(p) for p in re.findall(r"^## Point (\d+):", text, re.M)]
         for p in voted_points:
-            assert req.models[0] not in w.holder_models(p)
+            assert req.models[0] not in holder_models(view, p)
     slots = {r.key.slot: r.models[0] for r in votes}
     # gpt-a (Atlas) and claude-f (Forge) hold positions on point 1: they may not vote on it
     assert "openai/gpt-a" not in slots.values() or all(
@@ -115,7 +116,7 @@ def test_voter_panel_is_anonymous_and_never_votes_on_its_own_position() -> None:
 def test_vote_labels_are_seeded_shuffles() -> None:
     def labels(seed: str) -> tuple[tuple[str, str], ...]:
         run = _voter_run(seed=seed)
-        return Walker(run.spec, run.turns).ballot_labels(1)
+        return ballot_labels(replay(run.spec, run.turns), 1)
 
     assert labels("run-1") == labels("run-1")
     seen = {tuple(h for _, h in labels(f"seed-{i}")) for i in range(12)}

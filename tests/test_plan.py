@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.debate.plan import (
+from bot.commands.plan import (
     assemble_context,
     cap_subject,
     check_ref,

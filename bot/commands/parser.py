@@ -13,14 +13,13 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from bot.debate.types import Mode
+from bot.debate.types import MODES, Mode
 from bot.errors import UsageError
 from bot.github.sanitize import redact_secrets
 
 Action = Literal["debate", "review", "arbitrate", "decide", "status", "cancel", "help"]
 Choice = Literal["A", "B", "both"]
 
-MODES: Final[tuple[Mode, ...]] = ("debate", "critique", "arbitrate", "proposal")
 MAX_ROUNDS: Final = 10
 MAX_MODELS: Final = 8
 MAX_PERSONAS: Final = 8

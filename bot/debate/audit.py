@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.debate.routing import DEGRADED
 from bot.debate.types import JUDGE, Turn
-from bot.debate.walk import Walker
+from bot.debate.view import RunView
 
 
 def code(ref: str) -> str:
@@ -27,14 +27,14 @@ def model_specs(configured: tuple[str, ...], answered: list[str]) -> str:
     return text
 
 
-def participant_lines(w: Walker) -> list[str]:
+def participant_lines(run: RunView) -> list[str]:
     lines = []
-    for s in w.seats:
-        turns = [t for t in w.used if t.key.slot == s.name]
-        lines.append(f"  - {s.name}: {model_specs(w.seat_models(s, 0), answered_by(turns))}")
-    judge_turns = [t for t in w.used if t.key.slot == JUDGE or t.key.slot.startswith("judge-")]
-    lines.append(f"  - judge: {model_specs(w.judge, answered_by(judge_turns))}")
-    voter_turns = [t for t in w.used if t.key.phase == "vote"]
+    for s in run.seats:
+        turns = [t for t in run.used if t.key.slot == s.name]
+        lines.append(f"  - {s.name}: {model_specs(run.seat_models(s, 0), answered_by(turns))}")
+    judge_turns = [t for t in run.used if t.key.slot == JUDGE or t.key.slot.startswith("judge-")]
+    lines.append(f"  - judge: {model_specs(run.judge, answered_by(judge_turns))}")
+    voter_turns = [t for t in run.used if t.key.phase == "vote"]
     if voter_turns:
         lines.append(
             "  - voters: "
@@ -47,21 +47,21 @@ def participant_lines(w: Walker) -> list[str]:
     return lines
 
 
-def warnings(w: Walker) -> list[str]:
-    out = list(w.spec.warnings)
-    if w.spec.subject_truncated and not any("truncat" in x.lower() for x in out):
+def warnings(run: RunView) -> list[str]:
+    out = list(run.spec.warnings)
+    if run.spec.subject_truncated and not any("truncat" in x.lower() for x in out):
         out.append("The subject was truncated to fit the size limit.")
-    out.extend(w.notes)
+    out.extend(run.notes)
     return out
 
 
-def degradation_text(w: Walker) -> str:
-    if not w.degraded:
+def degradation_text(run: RunView) -> str:
+    if not run.degraded:
         return "none"
     why = []
-    if any(r.degraded for r in w.routings.values()):
+    if any(r.degraded for r in run.routings.values()):
         why.append("a vendor was unavailable, so seats were moved onto a reachable one")
-    runtime = w.runtime_degraded()
+    runtime = run.runtime_degraded()
     if runtime:
         rounds = ", ".join(
             f"round {rec.round}" + (f" (tier {rec.tier})" if rec.tier else "") for rec, _ in runtime
@@ -75,22 +75,22 @@ def degradation_text(w: Walker) -> str:
     return f"{DEGRADED} — the personas were meant to run on different vendors; " + "; ".join(why)
 
 
-def audit_block(w: Walker) -> str:
-    spec = w.spec
-    used = w.used
+def audit_block(run: RunView) -> str:
+    spec = run.spec
+    used = run.used
     inp = sum(t.usage.input_tokens for t in used)
     out = sum(t.usage.output_tokens for t in used)
     cached = sum(t.usage.cached_tokens for t in used)
     cost = sum(t.usage.cost_usd for t in used)
     seconds = sum(t.usage.latency_ms for t in used) / 1000
     per_tier: dict[int, int] = {}
-    for r in w.rounds:
+    for r in run.rounds:
         per_tier[r.tier] = per_tier.get(r.tier, 0) + 1
-    rounds = f"{len(w.rounds)} (limit {spec.rounds} per tier)"
+    rounds = f"{len(run.rounds)} (limit {spec.rounds} per tier)"
     if len(per_tier) > 1:
         rounds += " (" + "; ".join(f"tier {t}: {n}" for t, n in sorted(per_tier.items())) + ")"
-    if w.rounds:
-        rounds += ", converged" if w.converged() else ", not converged"
+    if run.rounds:
+        rounds += ", converged" if run.converged() else ", not converged"
 
     drops = []
     for t in used:
@@ -104,12 +104,12 @@ def audit_block(w: Walker) -> str:
         for t in used
         if t.truncated
     ]
-    degradation = degradation_text(w)
+    degradation = degradation_text(run)
     # Only tiers that ran count: a tier planned but never started is no escalation.
-    tiers = [t for t in sorted(w.routings) if t == 0 or w.records(t)]
+    tiers = [t for t in sorted(run.routings) if t == 0 or run.records(t)]
     if len(tiers) > 1:
         escalation = " → ".join(
-            f"tier {t} (" + ", ".join(code(m[0]) for m in w.routings[t].seats if m) + ")"
+            f"tier {t} (" + ", ".join(code(m[0]) for m in run.routings[t].seats if m) + ")"
             for t in tiers
         )
         escalation += f"; {len(tiers) - 1} escalation(s)"
@@ -122,15 +122,15 @@ def audit_block(w: Walker) -> str:
         )
         or "none"
     )
-    warn = warnings(w)
-    pick = "configured" if spec.personas else f"auto-picked ({w.pair_note})"
+    warn = warnings(run)
+    pick = "configured" if spec.personas else f"auto-picked ({run.pair_note})"
 
     lines = [
         "### Audit",
         "",
         f"- **Mode:** {spec.mode} · turn order {spec.turn_order} · personas {pick}",
         "- **Participants:**",
-        *participant_lines(w),
+        *participant_lines(run),
         f"- **Rounds run:** {rounds}",
         f"- **Tokens:** {inp:,} input ({cached:,} cached), {out:,} output",
         f"- **Cost estimate:** ${cost:.4f}",

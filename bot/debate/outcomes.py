@@ -18,8 +18,10 @@ from bot.debate.replies import (
 )
 from bot.debate.routing import DEGRADED
 from bot.debate.stances import parse_position, stances_verdict
+from bot.debate.text import clip
 from bot.debate.types import JUDGE, ArbitrationVerdict, Outcome, OutcomeKind
-from bot.debate.walk import Final, RoundRecord, Walker
+from bot.debate.view import Final, RoundRecord, RunView
+from bot.debate.votes import position_text, resolutions
 
 
 @dataclass(frozen=True)
@@ -33,8 +35,8 @@ class Parts:
     reason: str = ""
 
 
-def build_outcome(w: Walker, final: Final) -> Outcome:
-    p = outcome_parts(w, final)
+def build_outcome(run: RunView, final: Final) -> Outcome:
+    p = outcome_parts(run, final)
     body = p.main.rstrip() + "\n\n" + p.audit
     return Outcome(
         kind=p.kind,
@@ -46,32 +48,33 @@ def build_outcome(w: Walker, final: Final) -> Outcome:
     )
 
 
-def outcome_parts(w: Walker, final: Final) -> Parts:
-    audit = audit_block(w)
+def outcome_parts(run: RunView, final: Final) -> Parts:
+    audit = audit_block(run)
     if final.kind == "aborted":
-        return Parts("aborted", w.spec.title, _aborted(w, final.reason), audit, reason=final.reason)
+        main = _aborted(run, final.reason)
+        return Parts("aborted", run.spec.title, main, audit, reason=final.reason)
     if final.kind == "pending_decision":
         return Parts(
             "pending_decision",
-            w.spec.title,
-            _pending(w, final.pending),
+            run.spec.title,
+            _pending(run, final.pending),
             audit,
             pending=final.pending,
         )
-    mode = w.spec.mode
+    mode = run.spec.mode
     if mode == "debate":
-        return Parts("verdict", w.spec.title, _debate(w), audit)
+        return Parts("verdict", run.spec.title, _debate(run), audit)
     if mode == "critique":
-        return Parts("critique", w.spec.title, _critique(w), audit)
+        return Parts("critique", run.spec.title, _critique(run), audit)
     if mode == "arbitrate":
-        verdict, main = _arbitration(w)
-        return Parts("arbitration", w.spec.title, main, audit, verdict=verdict)
-    if w.synthesis is None or not w.synthesis.text.strip():
+        verdict, main = _arbitration(run)
+        return Parts("arbitration", run.spec.title, main, audit, verdict=verdict)
+    if run.synthesis is None or not run.synthesis.text.strip():
         # No synthesis, no proposal: filing a `[PROPOSAL]` issue without one would
         # publish an empty proposal.
         reason = "synthesis_failed"
-        return Parts("aborted", w.spec.title, _aborted(w, reason), audit, reason=reason)
-    title, main = _proposal(w)
+        return Parts("aborted", run.spec.title, _aborted(run, reason), audit, reason=reason)
+    title, main = _proposal(run)
     return Parts("proposal", title, main, audit)
 
 
@@ -79,18 +82,18 @@ def outcome_parts(w: Walker, final: Final) -> Parts:
 
 
 def cell(text: str, n: int = 220) -> str:
-    text = " ".join(text.split()).replace("|", "\\|")
-    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+    """``text`` clipped for a markdown table cell (pipes escaped)."""
+    return clip(text.replace("|", "\\|"), n)
 
 
-def banner(w: Walker) -> list[str]:
+def banner(run: RunView) -> list[str]:
     lines = []
-    if w.degraded:
+    if run.degraded:
         lines.append(
             f"> **{DEGRADED}** The personas were meant to run on different model "
             "vendors; one was unavailable, so they share a vendor."
         )
-    if w.capped:
+    if run.capped:
         lines.append(
             "> **Budget cap reached:** no new persona turns were started after it; "
             "the synthesis is built from the turns that exist."
@@ -102,13 +105,13 @@ def phase_label(rec: RoundRecord) -> str:
     return f"{rec.round} · {rec.phase}" + (f" (tier {rec.tier})" if rec.tier else "")
 
 
-def key_arguments(w: Walker) -> list[str]:
-    names = [s.name for s in w.seats]
+def key_arguments(run: RunView) -> list[str]:
+    names = [s.name for s in run.seats]
     lines = [
         "| Round | " + " | ".join(cell(n, 60) for n in names) + " |",
         "|---|" + "---|" * len(names),
     ]
-    for rec in w.rounds:
+    for rec in run.rounds:
         cells = []
         for n in names:
             t = rec.turns.get(n)
@@ -122,10 +125,10 @@ def key_arguments(w: Walker) -> list[str]:
     return lines
 
 
-def final_stances(w: Walker, point: int) -> str:
-    if not w.rounds:
+def final_stances(run: RunView, point: int) -> str:
+    if not run.rounds:
         return "no turns"
-    rec = w.rounds[-1]
+    rec = run.rounds[-1]
     parts = []
     for name, stances in rec.ledger.items():
         e = stances[point]
@@ -133,9 +136,9 @@ def final_stances(w: Walker, point: int) -> str:
     return " · ".join(parts) if parts else "no stances"
 
 
-def _fallback_text(w: Walker) -> str:
-    if w.synthesis_failed is not None:
-        why = w.synthesis_failed.drop_class
+def _fallback_text(run: RunView) -> str:
+    if run.synthesis_failed is not None:
+        why = run.synthesis_failed.drop_class
         return f"_The synthesis is unavailable ({why}); see the stance ledger._"
     return "_Not stated in the synthesis._"
 
@@ -143,51 +146,51 @@ def _fallback_text(w: Walker) -> str:
 # --- debate ------------------------------------------------------------------
 
 
-def _debate(w: Walker) -> str:
-    v = parse_debate_verdict(w.synthesis.text) if w.synthesis else DebateVerdict()
+def _debate(run: RunView) -> str:
+    v = parse_debate_verdict(run.synthesis.text) if run.synthesis else DebateVerdict()
     settled = list(v.settled)
     open_ = list(v.open)
-    if not settled and not open_ and w.rounds:
+    if not settled and not open_ and run.rounds:
         # Without a usable synthesis the ledger still says what is settled.
-        for i, point in enumerate(w.points, 1):
-            (open_ if i in w.rounds[-1].open else settled).append(
-                f"{point} ({final_stances(w, i)})"
+        for i, point in enumerate(run.points, 1):
+            (open_ if i in run.rounds[-1].open else settled).append(
+                f"{point} ({final_stances(run, i)})"
             )
-    names = " vs ".join(s.name for s in w.seats)
+    names = " vs ".join(s.name for s in run.seats)
     lines = [
-        f"## Verdict: {cell(w.spec.title, 200)}",
+        f"## Verdict: {cell(run.spec.title, 200)}",
         "",
-        *banner(w),
-        f"**Personas:** {names} · **Rounds:** {len(w.rounds)}",
+        *banner(run),
+        f"**Personas:** {names} · **Rounds:** {len(run.rounds)}",
         "",
     ]
     lines += ["### Settled", *(f"- {x}" for x in settled or ["_Nothing settled._"]), ""]
     lines += ["### Open", *(f"- {x}" for x in open_ or ["_Nothing left open._"]), ""]
-    lines += ["### Call", v.call or _fallback_text(w), ""]
-    lines += ["### Flip condition", v.flip or _fallback_text(w), ""]
-    lines += ["### Key arguments by round", *key_arguments(w), ""]
-    lines += ["### Decisive factor", v.decisive or _fallback_text(w), ""]
+    lines += ["### Call", v.call or _fallback_text(run), ""]
+    lines += ["### Flip condition", v.flip or _fallback_text(run), ""]
+    lines += ["### Key arguments by round", *key_arguments(run), ""]
+    lines += ["### Decisive factor", v.decisive or _fallback_text(run), ""]
     return "\n".join(lines)
 
 
 # --- critique ----------------------------------------------------------------
 
 
-def _critique(w: Walker) -> str:
-    c = parse_critique(w.synthesis.text) if w.synthesis else None
-    lines = [f"## Critique: {cell(w.spec.title, 200)}", "", *banner(w), "### Issues"]
-    lines += [f"{i}. {p}" for i, p in enumerate(w.points, 1)]
+def _critique(run: RunView) -> str:
+    c = parse_critique(run.synthesis.text) if run.synthesis else None
+    lines = [f"## Critique: {cell(run.spec.title, 200)}", "", *banner(run), "### Issues"]
+    lines += [f"{i}. {p}" for i, p in enumerate(run.points, 1)]
     lines += ["", "### Critique report"]
     if c and c.preamble:
         lines += ["", c.preamble]
-    for i, p in enumerate(w.points, 1):
+    for i, p in enumerate(run.points, 1):
         lines += [
             "",
             f"#### {i}. {cell(p, 200)}",
             "",
-            (c.report.get(i) if c else None) or _fallback_text(w),
+            (c.report.get(i) if c else None) or _fallback_text(run),
             "",
-            f"_Final stances:_ {final_stances(w, i)}",
+            f"_Final stances:_ {final_stances(run, i)}",
         ]
     lines += ["", "### Revised plan", ""]
     if c and c.revised_plan:
@@ -195,32 +198,32 @@ def _critique(w: Walker) -> str:
         if "[CHANGED]" not in c.revised_plan:
             lines += ["", "_The revised plan marks no line as `[CHANGED]`._"]
     else:
-        lines.append(_fallback_text(w))
+        lines.append(_fallback_text(run))
     return "\n".join(lines) + "\n"
 
 
 # --- arbitration -------------------------------------------------------------
 
 
-def arbitration_verdict(w: Walker) -> tuple[ArbitrationVerdict, str]:
+def arbitration_verdict(run: RunView) -> tuple[ArbitrationVerdict, str]:
     """The verdict and, when it had to be escalated, why. Never a silent default:
     an unparseable judge, personas still split, closing stances that contradict
     each other, or a judge contradicting the closing stances all give ESCALATED."""
-    if w.synthesis is None:
+    if run.synthesis is None:
         return "ESCALATED", "the judge's synthesis is unavailable"
-    judged, _ = parse_arbitration(w.synthesis.text)
+    judged, _ = parse_arbitration(run.synthesis.text)
     if judged is None:
         return (
             "ESCALATED",
             "the judge's verdict could not be parsed (it must be exactly one of "
             "DISMISSED, CONFIRMED or ESCALATED)",
         )
-    last = w.rounds[-1] if w.rounds else None
-    if last is None or len(w.seats) < 2:
+    last = run.rounds[-1] if run.rounds else None
+    if last is None or len(run.seats) < 2:
         return "ESCALATED", "no debate rounds were completed"
     if 1 in last.open:
         return "ESCALATED", "the personas did not converge: both still hold their positions"
-    concern, answer = w.seats[0].name, w.seats[1].name
+    concern, answer = run.seats[0].name, run.seats[1].name
     s0 = last.ledger.get(concern, {}).get(1)
     s1 = last.ledger.get(answer, {}).get(1)
     if s0 is None or s1 is None:
@@ -237,19 +240,19 @@ def arbitration_verdict(w: Walker) -> tuple[ArbitrationVerdict, str]:
     return judged, ""
 
 
-def _arbitration(w: Walker) -> tuple[ArbitrationVerdict, str]:
-    verdict, why = arbitration_verdict(w)
-    _, conclusion = parse_arbitration(w.synthesis.text) if w.synthesis else (None, "")
-    lines = [f"**Arbitration result: {verdict}.**", "", *banner(w), "### Participants"]
-    for s in w.seats:
-        turns = [t for t in w.used if t.key.slot == s.name]
+def _arbitration(run: RunView) -> tuple[ArbitrationVerdict, str]:
+    verdict, why = arbitration_verdict(run)
+    _, conclusion = parse_arbitration(run.synthesis.text) if run.synthesis else (None, "")
+    lines = [f"**Arbitration result: {verdict}.**", "", *banner(run), "### Participants"]
+    for s in run.seats:
+        turns = [t for t in run.used if t.key.slot == s.name]
         lines.append(
             f"- **{s.name}** ({cell(s.lens, 160)}): "
-            f"{model_specs(w.seat_models(s, 0), answered_by(turns))}"
+            f"{model_specs(run.seat_models(s, 0), answered_by(turns))}"
         )
-    judge_turns = [t for t in w.used if t.key.slot == JUDGE]
-    lines.append(f"- **Judge**: {model_specs(w.judge, answered_by(judge_turns))}")
-    arb = w.spec.arbitration
+    judge_turns = [t for t in run.used if t.key.slot == JUDGE]
+    lines.append(f"- **Judge**: {model_specs(run.judge, answered_by(judge_turns))}")
+    arb = run.spec.arbitration
     lines += ["", "### Concern"]
     if arb is not None:
         where = code(arb.path) + (f" line {arb.line}" if arb.line is not None else "")
@@ -257,9 +260,9 @@ def _arbitration(w: Walker) -> tuple[ArbitrationVerdict, str]:
         lines += [f"By {who} on {where}:", ""]
         lines += ["> " + line for line in arb.concern.strip().splitlines()[:40]] or ["> (empty)"]
     else:
-        lines += ["> " + line for line in w.spec.subject.strip().splitlines()[:40]]
+        lines += ["> " + line for line in run.spec.subject.strip().splitlines()[:40]]
     lines += ["", "### Debate summary"]
-    for rec in w.rounds:
+    for rec in run.rounds:
         lines += ["", f"#### Round {phase_label(rec)}"]
         for name, t in rec.turns.items():
             if t.status == "dropped":
@@ -269,7 +272,7 @@ def _arbitration(w: Walker) -> tuple[ArbitrationVerdict, str]:
                 lines.append(
                     f"- **{name}** ({code(t.model)}, {stance}): {cell(parse_position(t.text), 300)}"
                 )
-    lines += ["", "### Conclusion", "", conclusion or _fallback_text(w)]
+    lines += ["", "### Conclusion", "", conclusion or _fallback_text(run)]
     if why:
         lines += ["", f"**Escalated to a human:** {why}."]
     return verdict, "\n".join(lines) + "\n"
@@ -278,36 +281,36 @@ def _arbitration(w: Walker) -> tuple[ArbitrationVerdict, str]:
 # --- proposal ----------------------------------------------------------------
 
 
-def _ledger_table(w: Walker) -> list[str]:
-    names = [s.name for s in w.seats]
+def _ledger_table(run: RunView) -> list[str]:
+    names = [s.name for s in run.seats]
     lines = [
         "| # | Point | " + " | ".join(cell(n, 60) for n in names) + " | Resolution |",
         "|---|---|" + "---|" * len(names) + "---|",
     ]
-    last = w.rounds[-1] if w.rounds else None
-    for i, p in enumerate(w.points, 1):
+    last = run.rounds[-1] if run.rounds else None
+    for i, p in enumerate(run.points, 1):
         stances = []
         for n in names:
             e = last.ledger.get(n, {}).get(i) if last else None
             stances.append(e.stance if e else "—")
         lines.append(
-            f"| {i} | {cell(p, 160)} | " + " | ".join(stances) + f" | {_resolution(w, i)} |"
+            f"| {i} | {cell(p, 160)} | " + " | ".join(stances) + f" | {_resolution(run, i)} |"
         )
     return lines
 
 
-def _resolution(w: Walker, point: int) -> str:
-    if point not in w.stalemates:
+def _resolution(run: RunView, point: int) -> str:
+    if point not in run.stalemates:
         return "agreed"
-    if point in w.decided:
-        d = w.decided[point]
-        labels = dict(w.stalemate_labels[point])
+    if point in run.decided:
+        d = run.decided[point]
+        labels = dict(run.stalemate_labels[point])
         return (
             "maintainer: both"
             if d.choice == "both"
             else f"maintainer: {d.choice} ({labels[d.choice]})"
         )
-    v = w.votes.get(point)
+    v = run.votes.get(point)
     if v is not None:
         counts = dict(v.counts)
         if v.accepted is not None:
@@ -317,44 +320,44 @@ def _resolution(w: Walker, point: int) -> str:
     return "pending"
 
 
-def _proposal(w: Walker) -> tuple[str, str]:
-    draft = parse_proposal(w.synthesis.text) if w.synthesis else None
+def _proposal(run: RunView) -> tuple[str, str]:
+    draft = parse_proposal(run.synthesis.text) if run.synthesis else None
     title = "[PROPOSAL] " + cell(
-        (draft.title if draft and draft.title else "") or w.spec.title, 120
+        (draft.title if draft and draft.title else "") or run.spec.title, 120
     )
-    lines = [*banner(w)]
+    lines = [*banner(run)]
     if draft and draft.summary:
         lines += [draft.summary, ""]
     if draft and draft.body:
         lines += [draft.body, ""]
-    elif draft and not draft.summary and w.synthesis is not None:
+    elif draft and not draft.summary and run.synthesis is not None:
         # The synthesis ignored the format: its text is still the proposal.
-        lines += [w.synthesis.text.strip(), ""]
+        lines += [run.synthesis.text.strip(), ""]
     else:
-        lines += [_fallback_text(w), ""]
-    lines += ["### Points and final stances", "", *_ledger_table(w), ""]
-    res = w.resolutions()
+        lines += [_fallback_text(run), ""]
+    lines += ["### Points and final stances", "", *_ledger_table(run), ""]
+    res = resolutions(run)
     if res:
         lines += ["### Stalemates", "", *[f"- {r}" for r in res], ""]
     return title, "\n".join(lines)
 
 
-def _pending(w: Walker, pending: tuple[int, ...]) -> str:
+def _pending(run: RunView, pending: tuple[int, ...]) -> str:
     lines = [
-        f"## Decision needed: {cell(w.spec.title, 200)}",
+        f"## Decision needed: {cell(run.spec.title, 200)}",
         "",
-        *banner(w),
+        *banner(run),
         f"The personas could not agree on {len(pending)} point(s). A maintainer can settle "
         "each one with `/debate decide <point> <A|B|both>`; the proposal is filed once every "
         "point is decided.",
         "",
     ]
     for p in pending:
-        lines += [f"### Point {p}: {cell(w.points[p - 1], 200)}", ""]
-        for label, name in w.stalemate_labels[p]:
-            lines.append(f"- **{label}** — {name}: {cell(w.position_text(p, name), 400)}")
+        lines += [f"### Point {p}: {cell(run.points[p - 1], 200)}", ""]
+        for label, name in run.stalemate_labels[p]:
+            lines.append(f"- **{label}** — {name}: {cell(position_text(run, p, name), 400)}")
         lines += ["- **both** — combine the positions", ""]
-    lines += ["### All points", "", *_ledger_table(w), ""]
+    lines += ["### All points", "", *_ledger_table(run), ""]
     return "\n".join(lines)
 
 
@@ -370,7 +373,7 @@ _ABORT_TEXT = {
 }
 
 
-def _aborted(w: Walker, reason: str) -> str:
+def _aborted(run: RunView, reason: str) -> str:
     lines = [
         "## Debate aborted",
         "",
@@ -378,10 +381,10 @@ def _aborted(w: Walker, reason: str) -> str:
         "",
         f"Reason: `{reason}`",
     ]
-    failed = w.synthesis_failed
+    failed = run.synthesis_failed
     if reason == "synthesis_failed" and failed is not None:
         lines += ["", f"Synthesis: {failed.key.slot} ({failed.drop_class})"]
-    drops = [f"{name} ({t.drop_class})" for name, t in w.dropped.items()]
+    drops = [f"{name} ({t.drop_class})" for name, t in run.dropped.items()]
     if drops:
         lines += ["", "Dropped: " + ", ".join(drops)]
     return "\n".join(lines) + "\n"

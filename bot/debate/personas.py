@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bot.debate.text import clip
+from bot.debate.types import is_reserved_name
+
 LENSES: dict[str, str] = {
     "Atlas": "Scale and correctness: what breaks under load, over time, or at the edges; "
     "insist on the design that stays right as the system grows.",
@@ -129,7 +132,9 @@ class Classification:
 
 _ARTIFACT = re.compile(r"^[\s*_`>-]*ARTIFACT\s*\**\s*[:\-—–]\s*\**\s*([A-Za-z_/ -]+)", re.I | re.M)
 _OWNER = re.compile(r"^[\s*_`>-]*OWNER\s*\**\s*[:]\s*\**\s*(.+)$", re.I | re.M)
-_RESERVED_NAME = re.compile(r"^(quill|judge.*|voter-\d+)$", re.I)
+# Stricter than the configured-persona rule (is_reserved_name): an auto-picked
+# owner may not shadow Quill, whom it faces, nor look like any judge.
+_AUTO_RESERVED = re.compile(r"^(quill|judge.*)$", re.I)
 # The owner's name is model output that is used outside any fence (the slot,
 # headings, "You are <name>"): one short word, nothing to smuggle instructions in.
 _NAME_OK = re.compile(r"^[A-Za-z][A-Za-z0-9'-]{0,23}$")
@@ -150,8 +155,8 @@ def parse_classification(text: str) -> Classification:
     if om:
         parts = re.split(r"\s+[—–-]\s+", om.group(1).strip(), maxsplit=1)
         name = parts[0].strip(" *_`\"'")
-        lens = _clip(parts[1], LENS_MAX) if len(parts) > 1 else ""
-        if _NAME_OK.match(name) and not _RESERVED_NAME.match(name):
+        lens = clip(parts[1], LENS_MAX) if len(parts) > 1 else ""
+        if _NAME_OK.match(name) and not _AUTO_RESERVED.match(name) and not is_reserved_name(name):
             owner = (name, lens or DEFAULT_OWNER[1])
     return Classification("none", owner)
 
@@ -174,7 +179,3 @@ def classification_menu() -> str:
     rows.append("- `none` — no clean fit (Quill, the skeptic, vs the artifact's natural owner)")
     return "\n".join(rows)
 
-
-def _clip(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1].rstrip() + "…"

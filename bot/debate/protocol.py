@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.debate.outcomes import build_outcome
+from bot.debate.replay import replay
 from bot.debate.types import Batch, DebateSpec, Mode, Outcome, Turn
-from bot.debate.walk import Walker
+from bot.debate.view import Final
 
 DEBATE_WORD_LIMIT = 50
 
@@ -23,7 +24,8 @@ def choose_mode(text: str) -> Mode:
 
 
 def next_step(spec: DebateSpec, turns: Sequence[Turn]) -> Batch | Outcome:
-    w = Walker(spec, turns)
-    if isinstance(w.result, Batch):
-        return w.result
-    return build_outcome(w, w.result)
+    run = replay(spec, turns)
+    if isinstance(run.stop, Final):
+        return build_outcome(run, run.stop)
+    assert isinstance(run.stop, Batch), "a replay always ends stopped"
+    return run.stop

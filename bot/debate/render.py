@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from bot.debate.audit import code
 from bot.debate.outcomes import Parts, outcome_parts
 from bot.debate.prompts import word_budget
+from bot.debate.replay import replay
 from bot.debate.routing import DEGRADED
 from bot.debate.stances import parse_position
 from bot.debate.types import DebateSpec, Outcome, Turn
-from bot.debate.walk import Final, Walker
+from bot.debate.view import Final
 
 
 def _safe(text: str) -> str:
@@ -31,18 +32,18 @@ def _details(summary: str, text: str) -> list[str]:
 def render_round(spec: DebateSpec, turns: Sequence[Turn], round: int, tier: int = 0) -> str:
     """The digest comment of one round: each persona's position in a few lines,
     the full turn folded, stances per point, dropped slots with their class."""
-    w = Walker(spec, turns)
-    rec = next((r for r in w.rounds if r.tier == tier and r.round == round), None)
+    run = replay(spec, turns)
+    rec = next((r for r in run.rounds if r.tier == tier and r.round == round), None)
     phase = (
         rec.phase if rec else ("opening" if round == 1 else "rebuttal" if round == 2 else "counter")
     )
     head = f"## Round {round} of {spec.rounds} — {phase}" + (f" (tier {tier})" if tier else "")
     lines = [head, ""]
-    if w.degraded:
+    if run.degraded:
         lines += [f"> **{DEGRADED}**", ""]
     if rec is None or not rec.turns:
         return "\n".join([*lines, "_No turns in this round yet._"]) + "\n"
-    for s in w.seats:
+    for s in run.seats:
         t = rec.turns.get(s.name)
         if t is None:
             continue
@@ -75,9 +76,9 @@ def render_transcript(
     spec: DebateSpec, turns: Sequence[Turn], outcome: Outcome, *, date: str, plan: str = ""
 ) -> str:
     """The transcript file of ``debate-bot run``."""
-    w = Walker(spec, turns)
-    final = w.result if isinstance(w.result, Final) else None
-    parts: Parts | None = outcome_parts(w, final) if final is not None else None
+    run = replay(spec, turns)
+    final = run.stop if isinstance(run.stop, Final) else None
+    parts: Parts | None = outcome_parts(run, final) if final is not None else None
     words = word_budget(spec)
     lines = [
         "# Debate Transcript",
@@ -85,18 +86,18 @@ def render_transcript(
         f"**Topic:** {spec.title}",
         f"**Plan:** {plan or '(inline)'}",
         f"**Date:** {date}",
-        f"**Rounds:** {spec.rounds} (run: {len(w.rounds)})",
+        f"**Rounds:** {spec.rounds} (run: {len(run.rounds)})",
         f"**Mode:** {spec.mode}",
         f"**Response scale:** {spec.response_scale} ({words} words max)",
     ]
-    if w.degraded:
+    if run.degraded:
         lines.append(f"**{DEGRADED}**")
     lines += ["", "## Personas", "", "| Role | Name | Model |", "|------|------|-------|"]
-    for s in w.seats:
-        models = w.seat_models(s, 0)
+    for s in run.seats:
+        models = run.seat_models(s, 0)
         role = f"Persona {chr(ord('A') + s.index)}"
         lines.append(f"| {role} | {s.name} | {code(models[0] if models else '')} |")
-    lines.append(f"| Judge | judge | {code(w.judge[0] if w.judge else '')} |")
+    lines.append(f"| Judge | judge | {code(run.judge[0] if run.judge else '')} |")
     lines += ["", "## Context Files", ""]
     lines += [
         f"- {f.path} ({f.size_bytes:,} bytes)" + (" [CONDENSED]" if f.condensed else "")
@@ -105,18 +106,18 @@ def render_transcript(
     if spec.warnings:
         lines += ["", "## Warnings", "", *[f"- {x}" for x in spec.warnings]]
     if not spec.personas:
-        lines += ["", f"_Personas auto-picked: {w.pair_note}._"]
+        lines += ["", f"_Personas auto-picked: {run.pair_note}._"]
     if spec.mode in ("critique", "proposal"):
         heading = "Issue Extraction" if spec.mode == "critique" else "Decision Points"
         lines += ["", "---", "", f"## {heading}", ""]
-        lines += [f"{i}. {p}" for i, p in enumerate(w.points, 1)]
-    for rec in w.rounds:
+        lines += [f"{i}. {p}" for i, p in enumerate(run.points, 1)]
+    for rec in run.rounds:
         title = f"## Round {rec.round} — {rec.phase}" + (f" (tier {rec.tier})" if rec.tier else "")
         lines += ["", "---", "", title]
         for name, t in rec.turns.items():
             lines += ["", f"### {name}", ""]
             lines.append(f"_Dropped: {t.drop_class}._" if t.status == "dropped" else t.text.strip())
-    votes = [t for t in w.used if t.key.phase == "vote"]
+    votes = [t for t in run.used if t.key.phase == "vote"]
     if votes:
         lines += ["", "---", "", "## Votes"]
         for t in votes:

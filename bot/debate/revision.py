@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from bot.debate.replay import replay
 from bot.debate.replies import parse_critique
 from bot.debate.types import DebateSpec, Turn
-from bot.debate.walk import Walker
 
 CHANGED = "[CHANGED]"
 _MARK = re.compile(r"\[CHANGED\][ \t]?")
@@ -23,10 +23,10 @@ def revised_plan(spec: DebateSpec, turns: Sequence[Turn]) -> str | None:
     or no ``REVISED PLAN`` section)."""
     if spec.mode != "critique":
         return None
-    w = Walker(spec, turns)
-    if w.synthesis is None or w.synthesis.status != "ok":
+    run = replay(spec, turns)
+    if run.synthesis is None or run.synthesis.status != "ok":
         return None
-    text = parse_critique(w.synthesis.text).revised_plan.strip("\n")
+    text = parse_critique(run.synthesis.text).revised_plan.strip("\n")
     return text or None
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, cast
 
+from bot.debate.text import clip
 from bot.debate.types import Stance
 
 # Leading markdown decoration (bullets, bold, quotes) is tolerated, as are the
@@ -58,11 +59,11 @@ def parse_position(text: str, *, max_chars: int = 400) -> str:
     for line in text.splitlines():
         m = _POSITION_LINE.match(line)
         if m:
-            return _clip(m.group(1), max_chars)
+            return clip(m.group(1), max_chars)
         stripped = line.strip().strip("#*_> ").strip()
         if not fallback and stripped and not _STANCE_LINE.match(line):
             fallback = stripped
-    return _clip(fallback, max_chars)
+    return clip(fallback, max_chars)
 
 
 def own_position_summary(text: str) -> str:
@@ -105,10 +106,6 @@ def holders(ledger: Mapping[str, Mapping[int, StanceEntry]], point: int) -> tupl
         if stances.get(point, StanceEntry("HOLD")).stance == "HOLD"
     )
 
-
-def _clip(text: str, max_chars: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= max_chars else text[: max_chars - 1].rstrip() + "…"
 
 
 def _reading(seat: int, stance: Stance) -> bool | None:

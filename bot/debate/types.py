@@ -7,10 +7,14 @@ compared for equality in tests.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal, get_args
 
+# The run vocabulary, declared here once: the repo config, plan frontmatter and
+# the command parser validate against these same aliases.
 Mode = Literal["debate", "critique", "arbitrate", "proposal"]
+MODES: Final[tuple[Mode, ...]] = get_args(Mode)
 TurnOrder = Literal["parallel", "alternating"]
 Phase = Literal["frame", "opening", "rebuttal", "counter", "vote", "synthesis"]
 DropClass = Literal["timeout", "rate_limited", "provider_error", "unusable_output", "unavailable"]
@@ -27,6 +31,14 @@ OutcomeKind = Literal[
 ArbitrationVerdict = Literal["DISMISSED", "CONFIRMED", "ESCALATED"]
 
 JUDGE = "judge"  # slot name of the judge
+
+# Slot names the engine keeps for itself (the judge, its frame slots, the
+# voters): a configured persona may not take one.
+_RESERVED_NAME = re.compile(r"^(judge|judge-.*|voter-\d+)$", re.I)
+
+
+def is_reserved_name(name: str) -> bool:
+    return _RESERVED_NAME.match(name) is not None
 
 
 @dataclass(frozen=True)

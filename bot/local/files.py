@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from bot.debate.plan import assemble_context, check_ref
+from bot.commands.plan import assemble_context, check_ref
 from bot.debate.types import ContextFile
 from bot.errors import ConfigError
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import get_args
 
+from bot.commands.plan import Plan
 from bot.config import RepoConfig, Settings
-from bot.debate.plan import Plan
 from bot.debate.routing import base_models, judge_models
 from bot.debate.types import ContextFile, DebateSpec, Mode, PersonaSpec
 from bot.errors import ConfigError

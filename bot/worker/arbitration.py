@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.commands.parser import Command
+from bot.commands.plan import cap_subject
 from bot.config import RepoConfig
-from bot.debate.plan import cap_subject
 from bot.debate.types import ArbitrationContext
 from bot.errors import ConfigError, GitHubError, TransientGitHubError
 from bot.github.gateway import InstallationClient

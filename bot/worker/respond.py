@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TypedDict
 
 from bot.commands.parser import Command, parse_command, usage_text
+from bot.commands.plan import cap_subject, choose_mode
 from bot.config import RepoConfig
-from bot.debate.plan import cap_subject, choose_mode
 from bot.debate.types import ArbitrationContext, DebateSpec, Mode
 from bot.errors import ActiveRunExists, BotError, ConfigError, UsageError
 from bot.github.gateway import InstallationClient

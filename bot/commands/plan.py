@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.config import PersonaConfig, format_validation_error, parse_yaml_mapping
 from bot.debate.protocol import choose_mode
-from bot.debate.types import ContextFile, Mode
+from bot.debate.types import ContextFile, Mode, is_reserved_name
 from bot.errors import ConfigError
 
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
 ]
 
 SUBJECT_MAX_BYTES = 24 * 1024
-_RESERVED = re.compile(r"^(judge|judge-.*|voter-\d+)$", re.I)
 
 
 class PlanFrontmatter(BaseModel):
@@ -131,7 +130,7 @@ def check_personas(
     names = [p.name.strip().casefold() for p in personas]
     if len(set(names)) != n:
         raise ConfigError(f"{source}: personas: names must be unique")
-    bad = [p.name for p in personas if _RESERVED.match(p.name.strip())]
+    bad = [p.name for p in personas if is_reserved_name(p.name.strip())]
     if bad:
         raise ConfigError(f"{source}: personas: the name {bad[0]!r} is reserved")
 
