@@ -44,7 +44,7 @@ from bot.store import (
 )
 from bot.store.engine import create_engine, normalize_url
 from bot.store.schema import metadata
-from tests.conftest import fresh_pg_database
+from tests.harness.postgres import fresh_pg_database
 
 LEASE = 30.0
 
