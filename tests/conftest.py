@@ -7,8 +7,22 @@ import pytest
 
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.model_server import FakeModelServer
+from tests.harness.isolation import NetworkGuard, clear_settings
 from tests.harness.postgres import fresh_pg_database
 from tests.harness.service import APP_ID, INSTALLATION, REPO, Harness, rsa_keypair
+
+
+@pytest.fixture(autouse=True)
+def isolation(monkeypatch: pytest.MonkeyPatch) -> Iterator[NetworkGuard]:
+    """Every test runs without the bot's settings from the environment and cannot
+    reach beyond loopback (tests/harness/isolation.py). A refused attempt fails
+    the test even when the code under test swallowed the error."""
+    clear_settings(monkeypatch)
+    guard = NetworkGuard()
+    guard.install(monkeypatch)
+    yield guard
+    if guard.refused:
+        pytest.fail(f"the test tried to reach hosts beyond loopback: {guard.refused}")
 
 
 @pytest.fixture(scope="session")
