@@ -3,7 +3,7 @@
 
     python3 dev.py serve        start the service on the embedded defaults
     python3 dev.py test [ARGS]  run the test suite (ARGS go to pytest)
-    python3 dev.py lint         ruff + mypy
+    python3 dev.py lint         ruff + mypy (bot and tests)
     python3 dev.py bench        run the benchmarks
     python3 dev.py lock         refresh uv.lock, requirements.lock (everything) and
                                 requirements-runtime.lock (the image's) (needs uv)
@@ -74,7 +74,7 @@ def main(argv: list[str]) -> int:
     if action == "test":
         return run(str(BIN / "python"), "-m", "pytest", *rest)
     if action == "lint":
-        return run(str(BIN / "ruff"), "check", ".") or run(str(BIN / "mypy"), "bot")
+        return run(str(BIN / "ruff"), "check", ".") or run(str(BIN / "mypy"), "bot", "tests")
     return run(str(BIN / "python"), "-m", "benchmarks", *rest)
 
 

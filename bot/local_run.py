@@ -31,7 +31,6 @@ from bot.config import Settings
 from bot.debate.render import render_transcript
 from bot.debate.types import ContextFile, DebateSpec, Outcome, Turn
 from bot.errors import ConfigError
-from bot.github.sanitize import redact_secrets
 from bot.llm.router import ModelRouter
 from bot.local.dry_run import format_plan, simulate
 from bot.local.execute import Progress, run_debate, step_label
@@ -46,6 +45,7 @@ from bot.local.files import (
 )
 from bot.local.log_setup import cli_logging
 from bot.local.spec import Overrides, build_spec, check_models, parse_mode
+from bot.redact import redact_secrets
 
 DEFAULT_OUTPUT_DIR = Path("debates")
 

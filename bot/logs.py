@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
 
-
-def _redact(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    # Imported lazily: the sanitizer is only needed once logging is configured.
-    from bot.github.sanitize import redact_secrets
-
-    for key, value in event_dict.items():
-        if isinstance(value, str):
-            event_dict[key] = redact_secrets(value)
-    return event_dict
+from bot.redact import redact_event
 
 
 def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
@@ -32,7 +23,7 @@ def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
-            _redact,
+            redact_event,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),

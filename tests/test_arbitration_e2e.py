@@ -41,7 +41,9 @@ def bot_comment(h: Harness, pr: int, body: str, line: int | None = 12, **kw: Any
     )
 
 
-def review_reply(h: Harness, pr: int, text: str, in_reply_to: int | None) -> tuple[dict, int]:
+def review_reply(
+    h: Harness, pr: int, text: str, in_reply_to: int | None
+) -> tuple[dict[str, Any], int]:
     """A human's review comment (a reply in a thread when ``in_reply_to``) and its delivery."""
     cid = h.github.add_review_comment(
         REPO,
@@ -74,7 +76,7 @@ def review_reply(h: Harness, pr: int, text: str, in_reply_to: int | None) -> tup
     return delivery("pull_request_review_comment.created", **fields), cid
 
 
-def conversation_command(h: Harness, pr: int, text: str) -> tuple[dict, int]:
+def conversation_command(h: Harness, pr: int, text: str) -> tuple[dict[str, Any], int]:
     cid = h.github.add_comment(REPO, pr, text, user=HUMAN)
     payload = delivery(
         "issue_comment.created.with-installation",

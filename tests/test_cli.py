@@ -16,17 +16,6 @@ from typer.testing import CliRunner, Result
 from bot.cli import app
 from tests.fakes.model_server import FakeModelServer, Fault
 
-ENV_VARS = (
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_BASE_URL",
-    "DEBATE_BOT_DEFAULT_MODEL",
-    "DEBATE_BOT_DEFAULT_MODELS",
-    "DEBATE_BOT_ENDPOINTS",
-    "DEBATE_BOT_LOG_LEVEL",
-)
-
 PLAN_BODY = """\
 # Migrate session storage to Redis
 
@@ -63,8 +52,6 @@ QUESTION = "Should we use gRPC or REST for the internal billing API?\n"
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty repository as the current directory, with no model settings."""
-    for var in ENV_VARS:
-        monkeypatch.delenv(var, raising=False)
     # Fast retries; Retry-After "0" from the fake server is honoured as is.
     monkeypatch.setenv("DEBATE_BOT_MODEL_MAX_RETRY_WAIT_S", "0.05")
     monkeypatch.chdir(tmp_path)

@@ -21,7 +21,7 @@ from bot.debate.replies import (
     parse_votes,
 )
 from bot.debate.routing import max_tier, provider, route, tier_models
-from tests.test_engine_support import spec_for
+from tests.harness.engine import spec_for
 
 DESIGN_TABLE = {
     "architecture": ("Atlas", "Forge"),

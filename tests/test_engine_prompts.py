@@ -9,7 +9,7 @@ import pytest
 
 from bot.debate import prompts
 from bot.debate.types import ContextFile, ModelRequest, Turn
-from tests.test_engine_support import (
+from tests.harness.engine import (
     ATLAS,
     FORGE,
     Run,

@@ -8,7 +8,7 @@ from bot.debate.protocol import next_step
 from bot.debate.replay import replay
 from bot.debate.types import Batch, Decision, ModelRequest, Outcome, PersonaSpec, Turn
 from bot.debate.votes import ballot_labels, holder_models
-from tests.test_engine_support import ATLAS, BEACON, FORGE, Run, drop, reply_turn, spec_for
+from tests.harness.engine import ATLAS, BEACON, FORGE, Run, drop, reply_turn, spec_for
 
 THREE = (ATLAS, FORGE, BEACON)
 

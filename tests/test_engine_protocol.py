@@ -11,7 +11,7 @@ from bot.debate.protocol import choose_mode, next_step
 from bot.debate.render import render_round, render_transcript
 from bot.debate.types import JUDGE, Batch, ModelRequest, Outcome, PersonaSpec, Turn, Usage
 from bot.errors import ProtocolError
-from tests.test_engine_support import (
+from tests.harness.engine import (
     ATLAS,
     BEACON,
     FORGE,

@@ -6,7 +6,7 @@ import pytest
 
 from bot.debate import rehearsal
 from bot.debate.types import Decision, PersonaSpec
-from tests.test_engine_support import PLAN, Run, prompt_text, spec_for
+from tests.harness.engine import PLAN, Run, prompt_text, spec_for
 
 
 @pytest.mark.parametrize(

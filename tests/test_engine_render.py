@@ -9,7 +9,7 @@ import pytest
 
 from bot.debate.render import render_round, render_transcript
 from bot.debate.types import ContextFile, ModelRequest, Turn, Usage
-from tests.test_engine_support import Run, drop, reply_turn, spec_for, stance_reply
+from tests.harness.engine import Run, drop, reply_turn, spec_for, stance_reply
 
 DEBATE_SYNTHESIS = """Here is my verdict.
 SETTLED:

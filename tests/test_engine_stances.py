@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import cast
 
 import pytest
 
@@ -14,6 +15,7 @@ from bot.debate.stances import (
     parse_stances,
     strip_stance_block,
 )
+from bot.debate.types import Stance
 
 
 @pytest.mark.parametrize(
@@ -87,9 +89,9 @@ def test_random_text_never_crashes(seed: int) -> None:
 
 def _ledger(*rows: str) -> dict[str, dict[int, StanceEntry]]:
     return {
-        f"p{i}": {j + 1: StanceEntry(s) for j, s in enumerate(row.split())}
+        f"p{i}": {j + 1: StanceEntry(cast(Stance, s)) for j, s in enumerate(row.split())}
         for i, row in enumerate(rows)
-    }  # type: ignore[arg-type]
+    }
 
 
 @pytest.mark.parametrize(

@@ -47,7 +47,11 @@ EVERYTHING_ON = {
     "worker": {"autoscaling": {"enabled": True}},
     "serviceMonitor": {"enabled": True},
 }
-VALUE_SETS = {"defaults": {}, "all-secrets": ALL_SECRETS, "everything-on": EVERYTHING_ON}
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "all-secrets": ALL_SECRETS,
+    "everything-on": EVERYTHING_ON,
+}
 
 
 # --- what the code says is real ----------------------------------------------------

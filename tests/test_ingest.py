@@ -31,6 +31,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path):
     else:
         url = request.getfixturevalue("pg_database")
     s = CountingStore.from_url(url)
+    assert isinstance(s, CountingStore)  # from_url builds cls; typed as RunStore
     s.batches = []
     s.migrate()
     yield s

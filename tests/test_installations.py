@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import time
 
+from tests.harness.scenarios import (
+    bot_markers,
+    command,
+    delivery_states,
+    never_converge,
+    runs,
+    seed_issue,
+)
 from tests.harness.service import INSTALLATION, REPO, Harness, delivery
-from tests.test_service_crash import never_converge
-from tests.test_service_e2e import bot_markers, command, delivery_states, runs, seed_issue
 
 
 def installation(action: str) -> dict[str, object]:

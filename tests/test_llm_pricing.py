@@ -9,7 +9,8 @@ from tenacity import AsyncRetrying, RetryCallState
 
 from bot.errors import TransientModelError
 from bot.llm.pricing import PRICES, cost_known, estimate_cost, price_for
-from bot.llm.retry import RetryAfterOrBackoff, RetryPolicy, parse_retry_after, redact
+from bot.llm.retry import RetryAfterOrBackoff, RetryPolicy, parse_retry_after
+from bot.redact import redact_known as redact
 
 
 def test_openai_cost_splits_cached_and_fresh_input() -> None:

@@ -37,12 +37,10 @@ def server() -> Iterator[FakeModelServer]:
 
 
 @pytest.fixture(autouse=True)
-def _fresh(server: FakeModelServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def _fresh(server: FakeModelServer) -> None:
     server.reset()
     server.models = None
     server.latency_s = 0.0
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
 
 
 def settings_for(server: FakeModelServer, **overrides: object) -> Settings:

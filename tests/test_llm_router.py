@@ -14,13 +14,6 @@ from bot.llm.router import ModelRouter
 from bot.llm.scripted import ScriptedProvider
 
 
-@pytest.fixture(autouse=True)
-def _no_env_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.delenv("DEBATE_BOT_ENDPOINTS", raising=False)
-
-
 def settings(**values: object) -> Settings:
     return Settings(_env_file=None, **values)  # type: ignore[arg-type]
 

@@ -22,7 +22,7 @@ from tests.harness.service import (
 
 
 def replay(*args: str, secret: str | None = SECRET) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATE_BOT_")}
+    env = dict(os.environ)
     if secret is not None:
         env["DEBATE_BOT_WEBHOOK_SECRET"] = secret
     return subprocess.run(

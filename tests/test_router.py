@@ -15,6 +15,7 @@ import pytest
 from pydantic import SecretStr
 
 from bot.app.main import create_app
+from bot.commands.parser import Action
 from bot.config import Settings
 from bot.errors import ProtocolError, WebhookError
 from bot.github.events import IssuesEvent, PullRequestEvent
@@ -30,8 +31,8 @@ from bot.worker.respond import Responder
 from bot.worker.routes import Router
 from bot.worker.triggers import build_router, default_router
 from tests.fakes.github_server import FakeGitHub
+from tests.harness.engine import spec_for
 from tests.harness.service import APP_ID, INSTALLATION, REPO, delivery, rsa_keypair
-from tests.test_engine_support import spec_for
 
 SECRET = "router-secret-" + uuid.uuid4().hex
 
@@ -76,8 +77,9 @@ def test_a_command_the_parser_knows_without_a_handler_fails_at_start() -> None:
     async def nothing(*_: Any) -> str:
         return "done"
 
-    for action in ("debate", "review", "decide", "status", "cancel", "help"):
-        router.on_command(action, nothing)  # type: ignore[arg-type]
+    actions: tuple[Action, ...] = ("debate", "review", "decide", "status", "cancel", "help")
+    for action in actions:
+        router.on_command(action, nothing)
     with pytest.raises(ProtocolError, match="arbitrate"):
         router.check_complete()
     build_router().check_complete()  # the real composition is complete

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from tests.harness.scenarios import bot_markers, command, delivery_states, runs, seed_issue
 from tests.harness.service import REPO, Harness
-from tests.test_service_e2e import bot_markers, command, delivery_states, runs, seed_issue
 
 
 def settled(h: Harness) -> bool:

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 
+from tests.harness.scenarios import (
+    MARKER,
+    bot_markers,
+    command,
+    finished,
+    never_converge,
+    runs,
+    seed_issue,
+    stored_turns,
+)
 from tests.harness.service import REPO, Harness
-from tests.test_service_e2e import MARKER, bot_markers, command, finished, runs, seed_issue
-
-
-def stored_turns(h: Harness) -> int:
-    with sqlite3.connect(h.db_url.removeprefix("sqlite:///")) as db:
-        return int(db.execute("select count(*) from turns").fetchone()[0])
-
-
-def never_converge(prompt: str) -> str:
-    from bot.debate.rehearsal import reply
-
-    text = reply(prompt)
-    return text.replace("AGREE", "HOLD").replace("CONCEDE", "HOLD")
 
 
 def test_killed_worker_resumes_without_duplicates_or_gaps(harness: Harness) -> None:

@@ -3,75 +3,18 @@ fake GitHub and a fake model server, deliveries from the corpus, signed."""
 
 from __future__ import annotations
 
-import re
-import sqlite3
-from typing import Any
-
 import httpx
 
-from tests.harness.service import INSTALLATION, REPO, Harness, delivery
-
-MARKER = re.compile(r"^<!-- debate-bot:(\w[\w-]*) run=(\S+)(?: round=(\d+))?(?: part=(\d+))? -->")
-
-
-def seed_issue(
-    h: Harness,
-    title: str = "Should we use gRPC or REST for the public API?",
-    body: str = "We expose a public API to partners.",
-) -> int:
-    return h.github.add_issue(REPO, title=title, body=body, user="Codertocat")
-
-
-def command(
-    h: Harness,
-    number: int,
-    text: str,
-    *,
-    user: str = "Codertocat",
-    user_type: str = "User",
-    action: str = "created",
-) -> tuple[dict[str, Any], int]:
-    comment_id = h.github.add_comment(REPO, number, text, user=user)
-    payload = delivery(
-        "issue_comment.created.with-installation",
-        **{
-            "action": action,
-            "comment.body": text,
-            "comment.id": comment_id,
-            "comment.user.login": user,
-            "issue.number": number,
-            "issue.title": h.github.issue(REPO, number)["title"],
-            "issue.body": h.github.issue(REPO, number)["body"],
-            "sender.login": user,
-            "sender.type": user_type,
-            "installation.id": INSTALLATION,
-        },
-    )
-    return payload, comment_id
-
-
-def bot_markers(h: Harness, number: int) -> list[str]:
-    return [
-        c["body"].split("\n", 1)[0]
-        for c in h.github.comments(REPO, number)
-        if c["body"].startswith("<!-- debate-bot:")
-    ]
-
-
-def runs(h: Harness) -> list[tuple[str, str, str | None]]:
-    path = h.db_url.removeprefix("sqlite:///")
-    with sqlite3.connect(path) as db:
-        return list(db.execute("select id, state, outcome_kind from runs order by created_at"))
-
-
-def delivery_states(h: Harness) -> dict[str, str]:
-    path = h.db_url.removeprefix("sqlite:///")
-    with sqlite3.connect(path) as db:
-        return dict(db.execute("select delivery_id, state from deliveries"))
-
-
-def finished(h: Harness) -> bool:
-    return bool(runs(h)) and all(state in ("done", "failed", "aborted") for _, state, _ in runs(h))
+from tests.harness.scenarios import (
+    MARKER,
+    bot_markers,
+    command,
+    delivery_states,
+    finished,
+    runs,
+    seed_issue,
+)
+from tests.harness.service import REPO, Harness, delivery
 
 
 def test_debate_on_issue_posts_rounds_and_verdict_once(harness: Harness) -> None:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import sqlite3
-
+from tests.harness.scenarios import (
+    bot_markers,
+    command,
+    finished,
+    never_converge,
+    runs,
+    seed_issue,
+    stored_turns,
+)
 from tests.harness.service import REPO, Harness
-from tests.test_service_crash import never_converge
-from tests.test_service_e2e import bot_markers, command, finished, runs, seed_issue
 
 ISSUES_POST = "/repos/{owner}/{repo}/issues"
-
-
-def turns_stored(h: Harness) -> int:
-    with sqlite3.connect(h.db_url.removeprefix("sqlite:///")) as db:
-        return int(db.execute("select count(*) from turns").fetchone()[0])
 
 
 def test_a_topic_issue_filed_behind_a_lost_502_is_filed_once(harness: Harness) -> None:
@@ -54,7 +54,7 @@ def test_a_github_outage_mid_run_is_waited_out_not_failed(harness: Harness) -> N
     number = seed_issue(h)
     payload, comment_id = command(h, number, "/debate --rounds 3")
     h.post("issue_comment", payload)
-    h.wait_for(lambda: turns_stored(h) >= 2, what="the run under way")
+    h.wait_for(lambda: stored_turns(h) >= 2, what="the run under way")
     # Every GitHub call fails for a while: longer than the gateway's own retries
     # (five attempts), so the run itself must break off and resume.
     h.github.inject_faults(

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from tests.harness.scenarios import bot_markers, command, delivery_states, runs, seed_issue
 from tests.harness.service import REPO, Harness
-from tests.test_service_e2e import bot_markers, command, delivery_states, runs, seed_issue
 
 
 def state(h: Harness) -> str:
     return runs(h)[0][1] if runs(h) else ""
 
 
-def proposal_issues(h: Harness, source: int) -> list[dict]:
+def proposal_issues(h: Harness, source: int) -> list[dict[str, Any]]:
     return [i for i in h.github.issues(REPO) if i["title"].startswith("[PROPOSAL]")]
 
 

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from bot.store import RunStore
+from tests.harness.scenarios import bot_markers, command, seed_issue
 from tests.harness.service import Harness, Service
-from tests.test_service_e2e import bot_markers, command, seed_issue
 
 
 @pytest.mark.postgres

@@ -32,10 +32,6 @@ def github(app_keys: tuple[str, str]) -> Iterator[FakeGitHub]:
         yield gh
 
 
-def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("DEBATE_BOT_")}
-
-
 class Setup:
     """`debate-bot setup` as a subprocess, in its own folder."""
 
@@ -45,7 +41,7 @@ class Setup:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bot", "setup", "--github-url", github.url,
              "--port", str(self.port), *args],
-            cwd=cwd, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -103,7 +99,7 @@ def test_the_manifest_flow_writes_the_app_settings(github: FakeGitHub, tmp_path:
     doctor = subprocess.run(
         [sys.executable, "-m", "bot", "doctor"],
         cwd=tmp_path,
-        env={**clean_env(), "DEBATE_BOT_GITHUB_API_URL": github.api_url, "COLUMNS": "200"},
+        env={**os.environ, "DEBATE_BOT_GITHUB_API_URL": github.api_url, "COLUMNS": "200"},
         capture_output=True,
         text=True,
         timeout=60,
@@ -136,7 +132,6 @@ def test_an_existing_app_is_kept_without_force(github: FakeGitHub, tmp_path: Pat
     result = subprocess.run(
         [sys.executable, "-m", "bot", "setup", "--github-url", github.url],
         cwd=tmp_path,
-        env=clean_env(),
         capture_output=True,
         text=True,
         timeout=30,

@@ -50,7 +50,7 @@ from bot.store.trigger import (
     RevisionTarget,
     Trigger,
 )
-from tests.conftest import fresh_pg_database
+from tests.harness.postgres import fresh_pg_database
 
 LEASE = 30.0
 

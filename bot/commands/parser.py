@@ -15,7 +15,7 @@ from typing import Final, Literal
 
 from bot.debate.types import MODES, Mode
 from bot.errors import UsageError
-from bot.github.sanitize import redact_secrets
+from bot.redact import redact_secrets
 
 Action = Literal["debate", "review", "arbitrate", "decide", "status", "cancel", "help"]
 Choice = Literal["A", "B", "both"]

@@ -2,7 +2,8 @@
 
 ``sanitize`` is applied to every comment body before it is posted. It:
 
-1. redacts secrets as ``[REDACTED:<kind>]`` everywhere, code blocks included;
+1. redacts secrets as ``[REDACTED:<kind>]`` everywhere, code blocks included
+   (``bot.redact.redact_secrets``);
 2. escapes anything resembling our marker (``<!-- debate-bot:``, in any case or
    spacing, with entity-encoded ``<``/``!``/``-`` or zero-width characters) into
    the inert canonical text ``&lt;!-- debate‑bot`` (a non-breaking hyphen), so it
@@ -34,55 +35,11 @@ from functools import lru_cache
 
 from markdown_it import MarkdownIt
 
+# Re-exported: callers that sanitize GitHub text also redact with it.
+from bot.redact import redact_secrets as redact_secrets
+
 ZWSP = "\u200b"
 MARKER_ESCAPED = "&lt;!-- debate\u2011bot"
-
-_SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (
-        "private_key",
-        re.compile(
-            r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY-----.{0,16384}?-----END \1PRIVATE KEY-----",
-            re.DOTALL,
-        ),
-    ),
-    # A truncated PEM block: the header and whatever base64/header lines follow.
-    (
-        "private_key",
-        re.compile(
-            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"
-            r"(?:\n[ \t]*(?:[A-Za-z0-9+/=]{8,}|[A-Za-z-]+:[^\n]*|(?=\n)))*"
-        ),
-    ),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")),
-    ("github_token", re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{20,}")),
-    ("github_token", re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{20,}")),
-    ("anthropic_key", re.compile(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_-]{16,}")),
-    (
-        "openai_key",
-        # Random keys always hold a digit or a capital; kebab-case words do not.
-        # The lookahead is bounded so a long run of "sk-sk-…" stays linear.
-        re.compile(r"(?<![A-Za-z0-9])sk-(?=[a-z_-]{0,40}[0-9A-Z])[A-Za-z0-9_-]{20,}"),
-    ),
-    (
-        "aws_access_key_id",
-        re.compile(
-            r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA)[A-Z0-9]{16}(?![A-Z0-9])"
-        ),
-    ),
-    ("slack_token", re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}")),
-    ("google_api_key", re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}")),
-    ("stripe_key", re.compile(r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,}")),
-    ("stripe_key", re.compile(r"(?<![A-Za-z0-9])pk_live_[0-9A-Za-z]{10,}")),
-    ("gitlab_token", re.compile(r"(?<![A-Za-z0-9])glpat-[0-9A-Za-z_-]{20,}")),
-)
-
-# `aws_secret_access_key = "…"`: the 40-character value is redacted, the name kept.
-_AWS_SECRET_ASSIGNMENT = re.compile(
-    r"((?:aws_?)?secret_?access_?key|aws_?secret(?:_?key)?)"
-    r"([\"']?\s*[:=]>?\s*[\"']?)"
-    r"([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
-    re.IGNORECASE,
-)
 
 _SP = r"[\s\u200b-\u200d\u2060\ufeff]*"
 _DASH = r"(?:-|&#0*45;?|&#x0*2d;?|&dash;|&hyphen;|&minus;|[\u2010-\u2015\u2212])"
@@ -101,12 +58,6 @@ _MARKER_LOOKALIKE = re.compile(
 _AT_ENTITY = re.compile(r"&(?:#0*64|#x0*40|commat);?", re.IGNORECASE)
 # GitHub's mention filter matches `@name` at the start or after a non-word character.
 _MENTION = re.compile(r"(?<![A-Za-z0-9_])@(?=[A-Za-z0-9])")
-
-
-def redact_secrets(text: str) -> str:
-    for kind, pattern in _SECRET_PATTERNS:
-        text = pattern.sub(f"[REDACTED:{kind}]", text)
-    return _AWS_SECRET_ASSIGNMENT.sub(lambda m: f"{m[1]}{m[2]}[REDACTED:aws_secret_key]", text)
 
 
 def escape_markers(text: str) -> str:

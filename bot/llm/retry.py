@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -39,6 +39,7 @@ from tenacity.wait import wait_base
 from bot.config import Settings
 from bot.errors import ModelError, TransientModelError
 from bot.logs import get_logger
+from bot.redact import redact_known as redact
 
 log = get_logger(__name__)
 
@@ -108,13 +109,6 @@ class RetryAfterOrBackoff(wait_base):
         if isinstance(exc, TransientModelError) and exc.retry_after is not None:
             return min(exc.retry_after, self._cap)
         return min(self._backoff(retry_state), self._cap)
-
-
-def redact(text: str, secrets: Iterable[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
 
 
 def _error_detail(response: httpx.Response) -> str:

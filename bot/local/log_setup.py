@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import structlog
 
 from bot.config import Settings
-from bot.github.sanitize import redact_secrets
+from bot.redact import redact_event
 
 
 @contextmanager
@@ -23,7 +22,7 @@ def cli_logging(settings: Settings) -> Iterator[None]:
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
-            _redact,
+            redact_event,
             structlog.dev.ConsoleRenderer(colors=False),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
@@ -36,10 +35,3 @@ def cli_logging(settings: Settings) -> Iterator[None]:
         yield
     finally:
         structlog.configure(**saved)
-
-
-def _redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    for key, value in event.items():
-        if isinstance(value, str):
-            event[key] = redact_secrets(value)
-    return event

@@ -55,7 +55,8 @@ def free_port() -> int:
 
 
 def corpus(name: str) -> dict[str, Any]:
-    return json.loads((CORPUS / f"{name}.json").read_text())
+    doc: dict[str, Any] = json.loads((CORPUS / f"{name}.json").read_text())
+    return doc
 
 
 def set_path(doc: dict[str, Any], dotted: str, value: Any) -> None:

@@ -1,4 +1,4 @@
-"""Helpers for the engine tests (no tests here): specs, fake turns, a driver loop.
+"""Helpers for the engine tests: specs, fake turns, a driver loop.
 
 The driver is the same loop the worker runs, minus I/O: next_step → answer
 every request → Turn → repeat. Answers come from ``rehearsal.reply`` unless a
