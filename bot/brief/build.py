@@ -40,7 +40,7 @@ class Brief:
     files: tuple[ContextFile, ...]
     left_out: tuple[str, ...]  # for the brief and the audit
     warnings: tuple[str, ...]
-    entries: int  # tree entries in scope, before anything was left out
+    entries: int  # tree entries in scope (files and folders), before any was left out
 
     @property
     def title(self) -> str:
@@ -85,6 +85,8 @@ def build_brief(
     kept: list[TreeEntry] = []
     skipped: dict[Category, list[str]] = {}
     for e in scoped:
+        if e.kind == "tree":
+            continue  # implied by the files below it; a filtered folder must not show
         reason = skip_reason(e.path, scope) if e.kind == "blob" else None
         if reason:
             skipped.setdefault(reason, []).append(e.path)
@@ -92,8 +94,9 @@ def build_brief(
             kept.append(e)
     if not kept:
         where = f"`{scope}/`" if scope else "the repository"
+        n = sum(map(len, skipped.values()))
         raise ConfigError(
-            f"Nothing to review in {where}: its {len(scoped):,} files are all vendored, "
+            f"Nothing to review in {where}: its {n:,} files are all vendored, "
             "generated, binary or lockfiles."
         )
     tree_text = outline(kept, scope)
@@ -134,12 +137,13 @@ def build_brief(
     left_out.extend(budget_notes)
     if not_planned:
         left_out.append(
-            f"{len(not_planned)} more candidate files not read (at most {max_files} per "
-            f"review): {_names(not_planned)}"
+            f"{_n(len(not_planned), 'more candidate file')} not read (at most {max_files} "
+            f"per review): {_names(not_planned)}"
         )
     if smaller:
         left_out.append(
-            f"{smaller} smaller source files (only the largest are read, for their opening comment)"
+            f"{_n(smaller, 'source file')} not read (a review reads only the opening "
+            "comment of the largest few)"
         )
     warnings = []
     if truncated:
@@ -164,6 +168,10 @@ def _excerpt(text: str, path: str) -> str | None:
     if not opening:
         return None
     return f"[opening comment only; the file has {len(text.splitlines()):,} lines]\n{opening}\n"
+
+
+def _n(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _names(paths: Sequence[str]) -> str:

@@ -244,7 +244,8 @@ def human_size(n: int) -> str:
 
 
 def outline(kept: Sequence[TreeEntry], scope: str) -> str:
-    """An indented outline of ``kept`` (already in scope and filtered): shallow
+    """An indented outline of the files and submodules in ``kept`` (already in
+    scope and filtered; folders are drawn from the paths below them): shallow
     levels first, so within MAX_LINES the deepest folders are the ones shown as
     counts; a folder wider than COLLAPSE_AT is always a count."""
     root = _Dir(scope.rsplit("/", 1)[-1] if scope else ".")
@@ -258,8 +259,6 @@ def outline(kept: Sequence[TreeEntry], scope: str) -> str:
             node.files[name] = e.size
         elif e.kind == "commit":
             node.submodules.add(name)
-        else:
-            node.dirs.setdefault(name, _Dir(name))
     # Breadth-first: open a folder while its entries still fit.
     opened = {id(root)}
     lines = root.width()
