@@ -337,6 +337,15 @@ def test_unread_unfetched_and_unplanned_files_are_listed(
         "49 source files not read (a review reads only the opening comment of the largest few)",
     )
     assert brief.files == ()
+    # A file the caller fetched beyond the plan is read, and not listed as left out.
+    more = build_brief(entries, "", {"docs/index.md": "# Docs\n"}, budget_kb=100, max_files=3)
+    assert [f.path for f in more.files] == ["docs/index.md"]
+    assert "`docs/index.md`" not in "\n".join(more.left_out)
+
+
+def test_submodules_show_in_the_outline() -> None:
+    tree = [TreeEntry("lib/core.py", 2048), TreeEntry("lib/proto", 0, "commit")]
+    assert _brief(tuple(tree)).outline == "./\n  lib/\n    proto (submodule)\n    core.py (2.0 KB)"
 
 
 def test_truncated_tree_says_so(entries: tuple[TreeEntry, ...]) -> None:

@@ -77,7 +77,8 @@ def build_brief(
     max_files: int = MAX_FILES,
 ) -> Brief:
     """The brief from the tree and the contents fetched for ``plan_fetches``
-    (a None content: the file could not be read, or is not text). Source files
+    (a None content: the file could not be read, or is not text; paths that are
+    not candidates of the plan are ignored). Source files
     contribute only their opening docstring or comment; the documents are fitted
     to ``budget_kb`` in priority order, condensed like ``@file`` references."""
     scope = normalize_scope(scope)
@@ -121,8 +122,10 @@ def build_brief(
                 left_out.append(f"`{c.path}`: no opening docstring or comment")
                 continue
         loaded[c.path] = text
-    not_planned = [c.path for c in ranked if c.path not in planned and c.role != "source"]
-    smaller = sum(1 for c in ranked if c.path not in planned and c.role == "source")
+    # Whatever the caller fetched counts as read, even beyond this plan's bound.
+    unplanned = [c for c in ranked if c.path not in planned and c.path not in contents]
+    not_planned = [c.path for c in unplanned if c.role != "source"]
+    smaller = sum(1 for c in unplanned if c.role == "source")
     files, budget_notes = assemble_context(f"{_DESIGN_WORDS}\n{tree_text}", loaded, budget_kb)
     # An excerpt stands for the whole file: its real size, marked condensed.
     sizes = {c.path: c.size for c in ranked if c.role == "source"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -29,7 +30,10 @@ def read_tree(root: Path) -> tuple[TreeEntry, ...]:
             st = (root / rel).stat()
         except OSError:
             continue  # listed by git but deleted in the work tree
-        entries.append(TreeEntry(rel, st.st_size, "blob"))
+        if stat.S_ISDIR(st.st_mode):
+            entries.append(TreeEntry(rel, 0, "commit"))  # git lists a submodule as one path
+        else:
+            entries.append(TreeEntry(rel, st.st_size, "blob"))
     return tuple(entries)
 
 
