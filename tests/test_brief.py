@@ -227,6 +227,9 @@ def test_folder_scope_reads_the_folder_and_the_front_door(
     assert "shop" not in brief.outline and "node_modules" not in "\n".join(brief.left_out)
     assert brief.left_out[0] == "1 lockfile: `services/checkout/go.sum`"
     assert brief.title == "Design review of the folder `services/checkout/` of octo-org/shop"
+    with_root = _brief(entries, "services/checkout", **{"README.md": "# Shop\n"})
+    assert "outside the folder, as background only: `README.md`." in with_root.subject_text()
+    assert "outside the folder" not in brief.subject_text()
 
 
 def test_a_folder_named_as_vendored_is_reviewed_when_asked_for() -> None:

@@ -58,6 +58,13 @@ class Brief:
             "file tree below and the documents and opening comments attached as context.",
             f"## File tree\n\n```text\n{self.outline}\n```",
         ]
+        outside = [f.path for f in self.files if not f.path.startswith(self.scope + "/")]
+        if self.scope and outside:
+            parts[1] += (
+                " Attached from outside the folder, as background only: "
+                + ", ".join(f"`{p}`" for p in outside)
+                + "."
+            )
         if self.warnings:
             parts.append("\n".join(f"> {w}" for w in self.warnings))
         if self.left_out:
