@@ -15,11 +15,12 @@ from bot.debate.replies import (
     parse_critique,
     parse_debate_verdict,
     parse_proposal,
+    parse_review,
 )
 from bot.debate.routing import DEGRADED
 from bot.debate.stances import parse_position, stances_verdict
 from bot.debate.text import clip
-from bot.debate.types import JUDGE, ArbitrationVerdict, Outcome, OutcomeKind
+from bot.debate.types import JUDGE, ArbitrationVerdict, Finding, Outcome, OutcomeKind
 from bot.debate.view import Final, RoundRecord, RunView
 from bot.debate.votes import position_text, resolutions
 
@@ -33,6 +34,7 @@ class Parts:
     verdict: ArbitrationVerdict | None = None
     pending: tuple[int, ...] = ()
     reason: str = ""
+    findings: tuple[Finding, ...] = ()
 
 
 def build_outcome(run: RunView, final: Final) -> Outcome:
@@ -45,6 +47,7 @@ def build_outcome(run: RunView, final: Final) -> Outcome:
         verdict=p.verdict,
         pending_points=p.pending,
         reason=p.reason,
+        findings=p.findings,
     )
 
 
@@ -64,6 +67,9 @@ def outcome_parts(run: RunView, final: Final) -> Parts:
     mode = run.spec.mode
     if mode == "debate":
         return Parts("verdict", run.spec.title, _debate(run), audit)
+    if mode == "critique" and run.spec.subject_kind == "repository":
+        main, findings = _design_review(run)
+        return Parts("critique", run.spec.title, main, audit, findings=findings)
     if mode == "critique":
         return Parts("critique", run.spec.title, _critique(run), audit)
     if mode == "arbitrate":
@@ -200,6 +206,28 @@ def _critique(run: RunView) -> str:
     else:
         lines.append(_fallback_text(run))
     return "\n".join(lines) + "\n"
+
+
+def _design_review(run: RunView) -> tuple[str, tuple[Finding, ...]]:
+    """Findings ranked by severity with the files they concern, what the design does
+    well, and where the personas still disagree; then the points examined."""
+    r = parse_review(run.synthesis.text) if run.synthesis else None
+    lines = [f"## Design review: {cell(run.spec.title, 200)}", "", *banner(run), "### Findings"]
+    if r and r.findings:
+        for i, f in enumerate(r.findings, 1):
+            files = ", ".join(f"`{cell(path, 120)}`" for path in f.files)
+            lines.append(f"{i}. **{f.severity}** — {f.text}" + (f" ({files})" if files else ""))
+    elif r is not None and run.synthesis is not None and run.synthesis.status == "ok":
+        lines.append("_The panel agreed on no finding._")
+    else:
+        lines.append(_fallback_text(run))
+    lines += ["", "### What the design does well", ""]
+    lines.append((r.strengths if r else "") or "_The panel named nothing here._")
+    lines += ["", "### Where the personas disagree", ""]
+    lines.append((r.disagreements if r else "") or "_Nowhere: the panel settled every point._")
+    lines += ["", "### Questions examined"]
+    lines += [f"{i}. {cell(p, 200)} — {final_stances(run, i)}" for i, p in enumerate(run.points, 1)]
+    return "\n".join(lines) + "\n", (r.findings if r else ())
 
 
 # --- arbitration -------------------------------------------------------------

@@ -178,4 +178,3 @@ def classification_menu() -> str:
     rows = [f"- `{k.key}` — {k.label} ({k.pair[0]} vs {k.pair[1]}: {k.tension})" for k in KINDS]
     rows.append("- `none` — no clean fit (Quill, the skeptic, vs the artifact's natural owner)")
     return "\n".join(rows)
-

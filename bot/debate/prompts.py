@@ -166,6 +166,13 @@ def extract_suffix(spec: DebateSpec, *, max_items: int) -> str:
             "this issue must settle, most important first"
         )
         task = "extract-points"
+    elif spec.subject_kind == "repository":
+        what = (
+            f"List the most important design questions about this repository (at most "
+            f"{max_items}), most important first: risky boundaries, missing or contradicted "
+            "decisions, coupling, operational gaps; name the files concerned"
+        )
+        task = "extract-issues"
     else:
         what = (
             f"List the most important issues in this plan (at most {max_items}), most "
@@ -387,6 +394,17 @@ _SYNTHESIS_FORMAT: dict[str, str] = {
         "then the whole plan rewritten, with `[CHANGED]` at the start of every line you "
         "changed or added."
     ),
+    "review": (
+        "Write exactly three sections, each label at the start of its own line:\n"
+        "FINDINGS:\n"
+        "then one line per finding the personas agreed on, most severe first: "
+        "`FINDING <n> [critical|major|minor] (files: <path>, <path>): <the problem and what "
+        "to do>`;\n"
+        "STRENGTHS:\n"
+        "then bullets: what the design does well;\n"
+        "DISAGREEMENTS:\n"
+        "then bullets: each point the personas still disagree on, with both positions."
+    ),
     "arbitrate": (
         "Decide whether the review concern is real. Answer with these lines:\n"
         "VERDICT: DISMISSED | CONFIRMED | ESCALATED (DISMISSED: false positive; CONFIRMED: "
@@ -402,6 +420,10 @@ _SYNTHESIS_FORMAT: dict[str, str] = {
         "what was rejected and why, and open questions"
     ),
 }
+
+
+def _reviews_repository(spec: DebateSpec) -> bool:
+    return spec.mode == "critique" and spec.subject_kind == "repository"
 
 
 def synthesis_suffix(
@@ -450,11 +472,12 @@ def synthesis_suffix(
     lines += [
         "",
         TASK_HEADER,
-        _SYNTHESIS_FORMAT[spec.mode],
+        _SYNTHESIS_FORMAT["review" if _reviews_repository(spec) else spec.mode],
         f"Write at most {words} words.",
         "",
         _trailer(
             [("TASK", "synthesis"), ("MODE", spec.mode), ("POINTS", len(points)), ("WORDS", words)]
+            + ([("SUBJECT", "repository")] if _reviews_repository(spec) else [])
         ),
     ]
     return "\n".join(lines) + "\n"

@@ -241,6 +241,28 @@ def _synthesis(text: str, f: dict[str, str]) -> str:
     mode = f.get("MODE", "debate")
     points = _int(f.get("POINTS"), 1)
     subject = subject_of(text)
+    if mode == "critique" and f.get("SUBJECT") == "repository":
+        findings = [
+            f"FINDING {i} [{('minor', 'major')[i % 2]}] (files: README.md): Question {i} needs "
+            "a written decision record and a named owner (scripted)."
+            for i in range(1, points + 1)
+        ]
+        strengths = "- Small modules with one job each (scripted)."
+        disagreements = "- Whether to split the service now or later: one persona for, one against."
+        return (
+            "\n".join(
+                [
+                    MARK,
+                    "FINDINGS:",
+                    *findings,
+                    "STRENGTHS:",
+                    strengths,
+                    "DISAGREEMENTS:",
+                    disagreements,
+                ]
+            )
+            + "\n"
+        )
     if mode == "critique":
         report = [
             f"ISSUE {i}: Keep it, with one fix: add an explicit check and an owner (scripted)."

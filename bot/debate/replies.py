@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from bot.debate.types import ArbitrationVerdict
+from bot.debate.types import SEVERITIES, ArbitrationVerdict, Finding, Severity
 
 _NUMBERED = re.compile(r"^\s*(?:[-*]\s*)?\**(\d{1,2})[.)]\**\s+(.+?)\s*$")
 
@@ -120,6 +120,45 @@ def parse_critique(text: str) -> CritiqueSynthesis:
         revised_plan=s.get("REVISED PLAN", ""),
         preamble="\n".join(preamble).strip(),
     )
+
+
+@dataclass(frozen=True)
+class ReviewSynthesis:
+    findings: tuple[Finding, ...] = ()  # most severe first, then as numbered
+    strengths: str = ""
+    disagreements: str = ""
+
+
+_FINDING = re.compile(
+    r"^[\s#>*_-]*FINDING\s*#?\s*(\d{1,2})[*_]*\s*\[?\s*(critical|major|minor)\s*\]?"
+    r"\s*(?:\(\s*(?:files?\s*:\s*)?([^)]*)\))?[*_]*\s*[:.\-—–]?\s*(.*)$",
+    re.I,
+)
+
+
+def parse_review(text: str) -> ReviewSynthesis:
+    """A repository design review's synthesis; lines under a finding continue it."""
+    s = parse_sections(text, ("FINDINGS", "STRENGTHS", "DISAGREEMENTS"))
+    found: list[tuple[int, Severity, str, list[str]]] = []
+    for line in s.get("FINDINGS", "").splitlines():
+        m = _FINDING.match(line)
+        if m:
+            files = ",".join(m.group(3).split()) if m.group(3) else ""
+            severity = cast(Severity, m.group(2).lower())
+            found.append((int(m.group(1)), severity, files, [m.group(4).strip()]))
+        elif found and line.strip():
+            found[-1][3].append(line.strip())
+    findings = [
+        Finding(
+            n,
+            severity,
+            " ".join(parts).strip(),
+            tuple(f.strip("`' ") for f in files.split(",") if f.strip("`' ")),
+        )
+        for n, severity, files, parts in found
+    ]
+    findings.sort(key=lambda f: (SEVERITIES.index(f.severity), f.number))
+    return ReviewSynthesis(tuple(findings), s.get("STRENGTHS", ""), s.get("DISAGREEMENTS", ""))
 
 
 # A line labelled VERDICT ("VERDICT: x", "**Verdict:** x", "## Verdict"); the

@@ -107,7 +107,6 @@ def holders(ledger: Mapping[str, Mapping[int, StanceEntry]], point: int) -> tupl
     )
 
 
-
 def _reading(seat: int, stance: Stance) -> bool | None:
     """Arbitration, point 1: does this closing stance say the concern is real?
     Seat 0 argues it is, seat 1 that it is a false positive. HOLD keeps the

@@ -16,6 +16,10 @@ from typing import Final, Literal, get_args
 Mode = Literal["debate", "critique", "arbitrate", "proposal"]
 MODES: Final[tuple[Mode, ...]] = get_args(Mode)
 TurnOrder = Literal["parallel", "alternating"]
+# What a critique reviews: a plan file, or a repository (or folder) from its brief.
+SubjectKind = Literal["plan", "repository"]
+Severity = Literal["critical", "major", "minor"]
+SEVERITIES: Final[tuple[Severity, ...]] = ("critical", "major", "minor")
 Phase = Literal["frame", "opening", "rebuttal", "counter", "vote", "synthesis"]
 DropClass = Literal["timeout", "rate_limited", "provider_error", "unusable_output", "unavailable"]
 TurnStatus = Literal["ok", "dropped"]
@@ -117,6 +121,7 @@ class DebateSpec:
     # the eligible voters that answered.
     vote_threshold: float = 0.5
     max_escalations: int = 2  # never more than two, whatever is configured
+    subject_kind: SubjectKind = "plan"
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,22 @@ class Batch:
 
 
 @dataclass(frozen=True)
+class Finding:
+    """One finding of a repository design review, as the synthesis ranked it."""
+
+    number: int
+    severity: Severity
+    text: str  # the problem and what to do
+    files: tuple[str, ...] = ()
+
+    @property
+    def title(self) -> str:
+        """The finding's first sentence: a stable, short name for it."""
+        first = self.text.split(". ", 1)[0].strip().rstrip(".")
+        return first[:120]
+
+
+@dataclass(frozen=True)
 class Outcome:
     kind: OutcomeKind
     title: str  # e.g. the proposal issue title, or the debate title
@@ -186,3 +207,4 @@ class Outcome:
     verdict: ArbitrationVerdict | None = None  # arbitrate mode
     pending_points: tuple[int, ...] = ()  # proposal stalemates awaiting decisions
     reason: str = ""  # aborted: stable reason class
+    findings: tuple[Finding, ...] = ()  # repository design reviews, most severe first

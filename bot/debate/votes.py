@@ -41,9 +41,7 @@ def voter_panel(run: RunView) -> tuple[str, ...]:
     refs = list(run.spec.voters)
     if not refs:
         refs = [run.judge[0]] if run.judge else []
-        refs += [
-            run.seat_models(s, run.tier)[0] for s in run.seats if run.seat_models(s, run.tier)
-        ]
+        refs += [run.seat_models(s, run.tier)[0] for s in run.seats if run.seat_models(s, run.tier)]
     available = run.spec.available_providers
     out: list[str] = []
     for r in refs:
@@ -157,8 +155,7 @@ def resolutions(run: RunView) -> list[str]:
             else:
                 who = labels[d.choice]
                 out.append(
-                    f"{head} the maintainer chose {who}'s position: "
-                    f"{position_text(run, p, who)}"
+                    f"{head} the maintainer chose {who}'s position: {position_text(run, p, who)}"
                 )
         elif p in run.votes:
             v = run.votes[p]

@@ -57,9 +57,7 @@ def frame(run: RunView, inputs: Inputs) -> RunView:
 
 def _request(inputs: Inputs, run: RunView, key: TurnKey) -> ModelRequest:
     if key.slot == CLASSIFY_SLOT:
-        return ModelRequest(
-            key, run.judge, inputs.prompt(prompts.classify_suffix(run.spec)), 300
-        )
+        return ModelRequest(key, run.judge, inputs.prompt(prompts.classify_suffix(run.spec)), 300)
     suffix = prompts.extract_suffix(run.spec, max_items=MAX_ISSUES)
     return ModelRequest(key, run.judge, inputs.prompt(suffix), 1200)
 
