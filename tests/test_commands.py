@@ -215,11 +215,24 @@ def test_review() -> None:
     assert parse('/debate review "docs/my plan.md"').path == "docs/my plan.md"
 
 
+def test_review_of_the_repository_or_a_folder() -> None:
+    whole = parse("/debate review --rounds 2 --file-issues")
+    assert whole.action == "review" and whole.path == "" and whole.file_issues
+    assert parse("/debate review /").path == "" and parse("/debate review .").path == ""
+    folder = parse("/debate review ./src/billing/")
+    assert folder.path == "src/billing/" and not folder.file_issues
+    assert not parse("/debate review docs/plan.md").file_issues
+
+
 @pytest.mark.parametrize(
     "body",
     [
-        "/debate review",
         "/debate review a.md b.md",
+        "/debate review src/ docs/",
+        "/debate review ../",
+        "/debate review --open-pr",
+        "/debate review src/ --open-pr",
+        "/debate review docs/plan.md --file-issues",
         "/debate review ../secrets.md",
         "/debate review /etc/passwd",
         "/debate review docs//x.md",

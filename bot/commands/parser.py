@@ -50,6 +50,7 @@ _LONG_FLAGS: Final[dict[str, bool]] = {
     "--vote-stalemates": False,
     "--alternating": False,
     "--open-pr": False,
+    "--file-issues": False,
     "--bots": False,
     "--help": False,
 }
@@ -85,6 +86,7 @@ class Command:
     vote_stalemates: bool = False
     alternating: bool = False
     open_pr: bool = False
+    file_issues: bool = False  # `review` of a folder or the repository
     decide_point: int | None = None
     decide_choice: Choice | None = None
 
@@ -104,6 +106,7 @@ class _Flags:
     vote_stalemates: bool = False
     alternating: bool = False
     open_pr: bool = False
+    file_issues: bool = False
     bots: bool = False
     help: bool = False
 
@@ -210,6 +213,8 @@ def _apply_flag(flags: _Flags, seen: set[str], name: str, value: str | None) -> 
         flags.alternating = True
     elif name == "--open-pr":
         flags.open_pr = True
+    elif name == "--file-issues":
+        flags.file_issues = True
     elif name == "--bots":
         flags.bots = True
     elif name == "--help":
@@ -357,23 +362,37 @@ def _build(
         vote_stalemates=flags.vote_stalemates,
         alternating=flags.alternating,
         open_pr=flags.open_pr,
+        file_issues=flags.file_issues,
     )
 
 
 def _parse_review(line: str, pos: int, context: str, flags: _Flags, seen: set[str]) -> Command:
+    """`review <file>` reviews a plan; `review <folder>/` a folder; `review` alone
+    (or `review /`) the whole repository."""
     positional = _read_all_flags(line, pos, flags, seen)
-    _reject(flags, seen, _COMMON_FLAGS | {"--open-pr"}, "review")
-    if len(positional) != 1:
-        raise UsageError("`review` takes exactly one file path, like `review docs/plans/auth.md`")
+    _reject(flags, seen, _COMMON_FLAGS | {"--open-pr", "--file-issues"}, "review")
+    if len(positional) > 1:
+        raise UsageError(
+            "`review` takes at most one path: a plan like `review docs/plans/auth.md`, "
+            "a folder like `review src/billing/`, or none for the whole repository"
+        )
     if flags.mode not in (None, "critique"):
         raise UsageError("`review` always runs in `critique` mode")
-    return _build(
-        "review",
-        flags,
-        mode="critique",
-        path=_clean_path(positional[0]),
-        context=context,
-    )
+    raw = positional[0] if positional else "/"
+    if raw.strip() in ("/", ".", "./"):
+        path = ""
+    elif raw.rstrip().endswith("/"):
+        path = _clean_path(raw.rstrip().rstrip("/")) + "/"
+    else:
+        path = _clean_path(raw)
+    if path.endswith("/") or not path:
+        if flags.open_pr:
+            raise UsageError(
+                "`--open-pr` applies to plan files, not to folder or repository reviews"
+            )
+    elif flags.file_issues:
+        raise UsageError("`--file-issues` applies to folder and repository reviews, not to plans")
+    return _build("review", flags, mode="critique", path=path, context=context)
 
 
 def _parse_arbitrate(line: str, pos: int, context: str, flags: _Flags, seen: set[str]) -> Command:
@@ -493,6 +512,7 @@ def usage_text(command: str = "/debate") -> str:
 | `{c} [flags] [topic]` | debate this issue, or a topic typed after it (filed as a new issue) |
 | `{c} [flags] #<issue>` | debate another issue of this repository |
 | `{c} review <path> [flags]` | design review of a repository file (a plan) |
+| `{c} review [<folder>/] [flags]` | design review of the whole repository, or of one folder |
 | `{c} arbitrate [<review-comment-url>] [--bots]` | is a PR review comment a false positive? |
 | `{c} decide <point> <A\\|B\\|both>` | answer an open proposal stalemate |
 | `{c} status` / `cancel` / `help` | show the run, stop it, show this help |
@@ -505,6 +525,7 @@ Flags:
 - `--judge m` — the judge's model reference
 - `-s`, `--vote-stalemates` — unresolved proposal points go to a voter panel
 - `--alternating` — personas speak in turn instead of in parallel
-- `--open-pr` — (`review` only) open a pull request with the revised plan
+- `--open-pr` — (`review` of a plan only) open a pull request with the revised plan
+- `--file-issues` — (`review` of a folder or the repository) file one issue per agreed finding
 - `--bots` — (`arbitrate` only) every unresolved review comment left by a bot
 """

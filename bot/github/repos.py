@@ -62,6 +62,20 @@ class RepoEndpoints(InstallationCalls):
             raise github_error("GitHub returned a repository without a default branch")
         return branch
 
+    async def get_tree(self, repo: str, ref: str) -> dict[str, Any] | None:
+        """The recursive git tree at ``ref`` (one request, GitHub marks a cut answer
+        ``truncated``); None for an empty repository (409) or an unknown ref (404)."""
+        owner, name = split_repo(repo)
+        response = await self._call(
+            "GET",
+            "/repos/{owner}/{repo}/git/trees/{tree_sha}",
+            lambda h: self._gh.rest.git.async_get_tree(owner, name, ref, recursive="1", headers=h),
+            ok_statuses=(404, 409),
+        )
+        if response.status_code in (404, 409):
+            return None
+        return json_dict(response)
+
     async def read_file(self, repo: str, path: str, ref: str | None = None) -> str | None:
         """A UTF-8 text file's content, or None when it does not exist (404)."""
         owner, name = split_repo(repo)

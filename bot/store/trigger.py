@@ -30,7 +30,8 @@ class RevisionTarget:
 
 @dataclass(frozen=True)
 class ReviewedPlan:
-    """The plan a design review reads, pinned to the commit it was read at."""
+    """What a design review reads, pinned to the commit it was read at: a plan
+    file, or a folder (``path`` ends with ``/``) or the repository (``""``)."""
 
     path: str
     ref: str
@@ -38,6 +39,7 @@ class ReviewedPlan:
     target: RevisionTarget | None = None
     prefix: str = ""  # the frontmatter, put back in front of a revised plan
     blob: str = ""  # sha256 of the text reviewed
+    file_issues: bool = False  # a folder or repository review: file its findings
 
 
 @dataclass(frozen=True)

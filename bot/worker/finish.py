@@ -14,6 +14,7 @@ from bot.logs import get_logger
 from bot.store.rows import RunRow
 from bot.worker.context import Services
 from bot.worker.publish import Publisher, file_issue_once
+from bot.worker.repo_review import file_findings
 from bot.worker.reviews import open_revision_pr
 
 log = get_logger(__name__)
@@ -70,6 +71,8 @@ class Finisher:
         review = self.run.trigger.review
         if outcome.kind == "critique" and review is not None and review.open_pr:
             await open_revision_pr(self.svc, self.gh, self.run, self.publisher)
+        if outcome.kind == "critique" and review is not None and review.file_issues:
+            await file_findings(self.gh, self.run, outcome.findings, self.publisher)
         await self._close(ok=True)
         self.svc.store.release_run(
             self.run.id,

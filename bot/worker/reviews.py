@@ -43,6 +43,7 @@ from bot.store.rows import DeliveryRow, RunRow
 from bot.store.trigger import QueuedPlans, ReviewedPlan, RevisionTarget
 from bot.worker.context import Origin, Services, load_config
 from bot.worker.publish import Publisher
+from bot.worker.repo_review import is_repository_scope, review_repository
 from bot.worker.respond import Responder, TriggerExtras
 from bot.worker.routes import Router
 from bot.worker.specs import Overrides, Subject
@@ -222,8 +223,11 @@ async def review_plan(
 async def start_review(
     r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
 ) -> str:
-    """`/debate review <path> [--open-pr]` on an issue or a PR."""
+    """`/debate review <path> [--open-pr]` on an issue or a PR; a folder or the
+    whole repository is reviewed from its brief (bot/worker/repo_review.py)."""
     assert cmd.path is not None  # the parser guarantees a path for `review`
+    if is_repository_scope(cmd.path):
+        return await review_repository(r, gh, origin, config, cmd)
     target: RevisionTarget | None = None
     if origin.is_pr:
         pr = await gh.get_pull(origin.repo, origin.issue_number)

@@ -8,7 +8,14 @@ from bot.commands.parser import Command
 from bot.config import RepoConfig, Settings
 from bot.debate.personas import LENSES
 from bot.debate.protocol import next_step
-from bot.debate.types import ArbitrationContext, ContextFile, DebateSpec, Mode, PersonaSpec
+from bot.debate.types import (
+    ArbitrationContext,
+    ContextFile,
+    DebateSpec,
+    Mode,
+    PersonaSpec,
+    SubjectKind,
+)
 from bot.errors import ConfigError, ProtocolError
 
 NO_MODEL = (
@@ -34,6 +41,7 @@ class Subject:
     truncated: bool = False
     context_files: tuple[ContextFile, ...] = ()
     warnings: tuple[str, ...] = ()
+    kind: SubjectKind = "plan"
 
 
 def _personas(command: Command, config: RepoConfig) -> tuple[PersonaSpec, ...]:
@@ -94,6 +102,7 @@ def build_spec(
         synthesizer=ov.synthesizer or config.synthesizer,
         context_files=subject.context_files,
         warnings=subject.warnings,
+        subject_kind=subject.kind,
         max_tokens=config.max_tokens_per_run,
         vote_stalemates=command.vote_stalemates,
         voters=tuple(config.voters),

@@ -264,6 +264,24 @@ class Faults:
 # -- the fake ------------------------------------------------------------------
 
 
+def _tree_entries(files: dict[str, bytes], recursive: bool) -> list[dict[str, Any]]:
+    """Git-trees entries for a commit's files: folders (``tree``) and files (``blob``),
+    sorted by path like git; without ``recursive`` only the top level."""
+    folders = {
+        "/".join(path.split("/")[:i]) for path in files for i in range(1, path.count("/") + 1)
+    }
+    entries: list[dict[str, Any]] = [
+        {"path": f, "mode": "040000", "type": "tree", "sha": sha1_hex("tree", f)} for f in folders
+    ]
+    entries += [
+        {"path": path, "mode": "100644", "type": "blob", "sha": blob_sha(data), "size": len(data)}
+        for path, data in files.items()
+    ]
+    if not recursive:
+        entries = [e for e in entries if "/" not in e["path"]]
+    return sorted(entries, key=lambda e: str(e["path"]))
+
+
 class FakeGitHub:
     def __init__(
         self,
@@ -302,6 +320,8 @@ class FakeGitHub:
         self.rate_limit_remaining = rate_limit
         self.faults: Faults | None = None
         self.requests: list[RecordedRequest] = []
+        # GitHub answers at most 100,000 tree entries (and 7 MB) and sets `truncated`.
+        self.tree_limit = 100_000
         self._public_key = (
             public_key_pem.decode() if isinstance(public_key_pem, bytes) else public_key_pem
         )
@@ -1246,6 +1266,35 @@ class FakeGitHub:
                     "url": f"{self.api_url}/repos/{owner}/{repo}/contents/{path}?ref={ref}",
                     "html_url": f"https://github.com/{owner}/{repo}/blob/{ref}/{path}",
                     "download_url": None,
+                }
+            )
+
+        @app.get(P + "/repos/{owner}/{repo}/git/trees/{tree_sha}")
+        async def get_tree(owner: str, repo: str, tree_sha: str, request: Request) -> Response:
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                tree = self._tree(r, tree_sha)
+                if tree is None:
+                    raise not_found()
+                if not tree:
+                    raise ApiError(409, "Git Repository is empty.")
+                recursive = request.query_params.get("recursive") not in (None, "", "0", "false")
+                entries = _tree_entries(tree, recursive)
+                limit = self.tree_limit
+            base = f"{self.api_url}/repos/{owner}/{repo}/git"
+            return JSONResponse(
+                {
+                    "sha": sha1_hex("tree", owner, repo, tree_sha),
+                    "url": f"{base}/trees/{tree_sha}",
+                    "tree": [
+                        {
+                            **e,
+                            "url": f"{base}/{'blobs' if e['type'] == 'blob' else 'trees'}/"
+                            f"{e['sha']}",
+                        }
+                        for e in entries[:limit]
+                    ],
+                    "truncated": len(entries) > limit,
                 }
             )
 

@@ -1,0 +1,153 @@
+"""Design reviews of the whole repository or of one folder (`/debate review [<folder>/]`),
+and filing their findings as issues (`--file-issues`).
+
+Part of the design-review feature (bot/worker/reviews.py dispatches here). The
+repository is read at one commit: one recursive git-trees request, then at most
+``MAX_FILES`` content requests chosen by bot/brief; the brief is the debate's
+subject and the run is a critique of kind ``repository``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import anyio
+
+from bot.brief import Brief, build_brief, parse_git_tree, plan_fetches
+from bot.commands.parser import Command
+from bot.commands.plan import cap_subject
+from bot.config import RepoConfig
+from bot.debate.types import Finding
+from bot.errors import ConfigError, GitHubError, TransientGitHubError
+from bot.github.gateway import InstallationClient
+from bot.github.sanitize import sanitize
+from bot.logs import get_logger
+from bot.store.rows import RunRow
+from bot.store.trigger import ReviewedPlan
+from bot.worker.context import Origin
+from bot.worker.publish import Publisher, file_issue_once
+from bot.worker.respond import Responder
+from bot.worker.specs import Subject
+
+log = get_logger(__name__)
+
+MAX_FINDING_ISSUES = 10
+FINDING_LABEL = "debate:finding"
+LEFT_OUT_IN_AUDIT = 10  # lines of the brief's "left out" list repeated as audit warnings
+
+
+def is_repository_scope(path: str) -> bool:
+    """`""` is the whole repository, `x/` a folder; anything else is a plan file."""
+    return path == "" or path.endswith("/")
+
+
+async def review_repository(
+    r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
+) -> str:
+    scope = (cmd.path or "").rstrip("/")
+    if origin.is_pr:
+        pr = await gh.get_pull(origin.repo, origin.issue_number)
+        sha = str((pr.get("head") or {}).get("sha") or "")
+        label = sha[:7]
+    else:  # pinned: the tree and every file come from the same commit
+        sha = await gh.branch_sha(origin.repo, origin.default_branch)
+        label = origin.default_branch
+    tree = await gh.get_tree(origin.repo, sha)
+    entries, truncated = parse_git_tree(tree) if tree is not None else ((), False)
+    try:
+        paths = plan_fetches(entries, scope, ref=label)
+    except ConfigError as exc:  # an empty repository, a folder not at that commit
+        await r.reply(gh, origin, exc.public)
+        return "done"
+    contents = await _read_all(gh, origin.repo, paths, sha)
+    brief = build_brief(
+        entries,
+        scope,
+        contents,
+        budget_kb=config.context_budget_kb,
+        truncated=truncated,
+        ref=label,
+        repo=origin.repo,
+    )
+    review = ReviewedPlan(path=cmd.path or "", ref=sha, file_issues=cmd.file_issues)
+    subject = brief_subject(brief)
+    return await r.start(
+        gh, origin, config, cmd, subject, mode="critique", extras={"review": review}
+    )
+
+
+def brief_subject(brief: Brief) -> Subject:
+    text, truncated = cap_subject(brief.subject_text())
+    left_out = [f"left out: {x}" for x in brief.left_out[:LEFT_OUT_IN_AUDIT]]
+    if len(brief.left_out) > LEFT_OUT_IN_AUDIT:
+        left_out.append(f"left out: {len(brief.left_out) - LEFT_OUT_IN_AUDIT} more (see the brief)")
+    warnings = (*brief.warnings, *left_out, *(("subject truncated",) if truncated else ()))
+    return Subject(brief.title, text, truncated, brief.files, warnings, kind="repository")
+
+
+async def _read_all(
+    gh: InstallationClient, repo: str, paths: list[str], ref: str
+) -> dict[str, str | None]:
+    """The chosen files' text, read side by side (reads are not paced, writes are)."""
+    contents: dict[str, str | None] = {}
+
+    async def read(path: str) -> None:
+        try:
+            contents[path] = await gh.read_file(repo, path, ref)
+        except GitHubError as exc:
+            if isinstance(exc, TransientGitHubError):
+                raise
+            contents[path] = None  # not text (or not readable): listed as left out
+
+    async with anyio.create_task_group() as tg:
+        for path in paths:
+            tg.start_soon(read, path)
+    return contents
+
+
+# --- --file-issues ----------------------------------------------------------------
+
+
+def finding_key(repo: str, finding: Finding) -> str:
+    """The same finding in a later review gets the same key, so it is filed once."""
+    words = re.sub(r"[^a-z0-9]+", " ", finding.title.lower()).split()
+    return (
+        "finding-" + hashlib.sha256(f"{repo.lower()}|{' '.join(words)}".encode()).hexdigest()[:16]
+    )
+
+
+async def file_findings(
+    gh: InstallationClient, run: RunRow, findings: tuple[Finding, ...], publisher: Publisher
+) -> None:
+    """One issue per agreed finding (at most ``MAX_FINDING_ISSUES``), linked both
+    ways; a finding filed by an earlier review is linked, not filed again."""
+    lines: list[str] = []
+    for finding in findings[:MAX_FINDING_ISSUES]:
+        files = ", ".join(f"`{f}`" for f in finding.files)
+        body = sanitize(
+            f"**{finding.severity}** finding of the design review in #{run.issue_number} "
+            f"(run `{run.id}`).\n\n{finding.text}" + (f"\n\nFiles: {files}" if files else "")
+        )
+        title = sanitize(f"[{finding.severity}] {finding.title}")[:200]
+        try:
+            number = await file_issue_once(
+                gh,
+                run.repo,
+                title,
+                body,
+                key=finding_key(run.repo, finding),
+                labels=(FINDING_LABEL,),
+                resumed=True,  # looked up first: never twice across runs or attempts
+            )
+        except GitHubError as exc:
+            if isinstance(exc, TransientGitHubError):
+                raise
+            log.warning("review.finding_not_filed", run=run.id, error=exc.code)
+            lines.append(f"- not filed ({exc.code}): {finding.title}")
+            continue
+        lines.append(f"- #{number} ({finding.severity}): {finding.title}")
+    if len(findings) > MAX_FINDING_ISSUES:
+        lines.append(f"- {len(findings) - MAX_FINDING_ISSUES} more findings are in the report only")
+    if lines:
+        await publisher.upsert("status", "Findings filed as issues:\n\n" + "\n".join(lines))
