@@ -117,7 +117,11 @@ def test_file_issues_twice_files_each_finding_once(harness: Harness) -> None:
     for i in (1, 2):
         payload = review_command(h, number, "/debate review --rounds 1 --file-issues")
         h.post("issue_comment", payload, delivery_id=f"review-{i}")
-        h.wait_for(lambda i=i: len(runs(h)) == i and finished(h), timeout=60, what=f"review {i}")
+
+        def reviewed(n: int = i) -> bool:
+            return len(runs(h)) == n and finished(h)
+
+        h.wait_for(reviewed, timeout=60, what=f"review {i}")
     filed = [i for i in h.github.issues(REPO) if "debate:finding" in i["labels"]]
     assert filed, "the review filed no finding"
     assert len({i["title"] for i in filed}) == len(filed)  # the second review filed nothing new
