@@ -147,6 +147,45 @@ def run(
 
 
 @app.command()
+def review(
+    path: Annotated[
+        Path,
+        typer.Argument(help="The checkout, or one folder of it, to review (default: here)"),
+    ] = Path("."),
+    rounds: Annotated[int | None, typer.Option(min=1, max=10, help="Rounds")] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Model for every persona, e.g. openai/gpt-4.1-mini")
+    ] = None,
+    judge: Annotated[str | None, typer.Option(help="Model for the judge")] = None,
+    alternating: Annotated[
+        bool, typer.Option("--alternating", help="A then B within a round")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the planned batches; call no model")
+    ] = False,
+    output_dir: Annotated[
+        Path | None, typer.Option(help="Where to write the transcript (default: ./debates)")
+    ] = None,
+) -> None:
+    """Design review of a repository (or a folder) on disk; writes a transcript like `run`."""
+    from bot.local_run import LocalOptions, review_local
+
+    options = LocalOptions(
+        rounds=rounds,
+        model=model,
+        judge=judge,
+        alternating=alternating,
+        dry_run=dry_run,
+        output_dir=output_dir,
+    )
+    try:
+        code = review_local(_settings(), options, path)
+    except BotError as exc:
+        raise _fail(exc) from None
+    raise typer.Exit(code)
+
+
+@app.command()
 def setup(
     org: Annotated[str | None, typer.Option(help="Register the app for this organization")] = None,
     github_url: Annotated[

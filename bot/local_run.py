@@ -26,10 +26,12 @@ import anyio
 from rich.console import Console
 from rich.text import Text
 
+from bot.brief import build_brief, plan_fetches
+from bot.brief.local import read_text, read_tree
 from bot.commands.plan import Plan, cap_subject, parse_plan
-from bot.config import Settings
+from bot.config import RepoConfig, Settings
 from bot.debate.render import render_transcript
-from bot.debate.types import ContextFile, DebateSpec, Outcome, Turn
+from bot.debate.types import ContextFile, DebateSpec, Outcome, SubjectKind, Turn
 from bot.errors import ConfigError
 from bot.llm.router import ModelRouter
 from bot.local.dry_run import format_plan, simulate
@@ -81,6 +83,8 @@ class Prepared:
     context: tuple[ContextFile, ...]
     warnings: tuple[str, ...]
     output_dir: Path
+    subject_kind: SubjectKind = "plan"
+    title: str = ""  # instead of the plan's, for a repository review
 
 
 def run_local(
@@ -91,7 +95,6 @@ def run_local(
 ) -> int:
     """Run the debate; return the exit code. Raises ConfigError (exit 2) for
     problems with the plan, its references, the flags or the model setup."""
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
     cwd = Path.cwd()
     path = options.file if options.file is not None else find_default_plan(cwd)
     if path is None:
@@ -108,7 +111,38 @@ def run_local(
         judge=options.judge,
         alternating=options.alternating,
     )
-    prepared = _prepare(path, options, overrides, cwd)
+    return _start(settings, options, overrides, _prepare(path, options, overrides, cwd), clock)
+
+
+def review_local(
+    settings: Settings,
+    options: LocalOptions,
+    target: Path,
+    *,
+    clock: Callable[[], datetime] = datetime.now,
+) -> int:
+    """`debate-bot review [PATH]`: a design review of a checkout (or one folder of
+    it) from its repository brief, like `/debate review` on GitHub."""
+    if not target.is_dir():
+        raise ConfigError(f"{target}: not a folder; `debate-bot run FILE` reviews a plan file")
+    overrides = Overrides(
+        rounds=options.rounds,
+        mode="critique",
+        model=options.model,
+        judge=options.judge,
+        alternating=options.alternating,
+    )
+    return _start(settings, options, overrides, _prepare_review(target, options), clock)
+
+
+def _start(
+    settings: Settings,
+    options: LocalOptions,
+    overrides: Overrides,
+    prepared: Prepared,
+    clock: Callable[[], datetime],
+) -> int:
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
     started_at = clock()
     try:
         with cli_logging(settings):
@@ -132,6 +166,37 @@ def _prepare(path: Path, options: LocalOptions, overrides: Overrides, cwd: Path)
         context=context,
         warnings=warnings,
         output_dir=_output_dir(options, plan, root),
+    )
+
+
+def _prepare_review(target: Path, options: LocalOptions) -> Prepared:
+    found = repo_root(target)
+    # Outside a git checkout the folder itself is the repository.
+    root = found if (found / ".git").exists() else target.resolve()
+    scope = target.resolve().relative_to(root).as_posix() if target.resolve() != root else ""
+    entries = read_tree(root)
+    label = "the working tree"
+    paths = plan_fetches(entries, scope, ref=label)
+    contents = {p: read_text(root, p) for p in paths}
+    brief = build_brief(
+        entries,
+        scope,
+        contents,
+        budget_kb=RepoConfig().context_budget_kb,
+        ref=label,
+        repo=root.name,
+    )
+    subject, truncated = cap_subject(brief.subject_text())
+    return Prepared(
+        source=brief.title,
+        plan=parse_plan(subject, source=brief.title, mode="critique"),
+        subject=subject,
+        truncated=truncated,
+        context=brief.files,
+        warnings=(*brief.audit_warnings(), *(("subject truncated",) if truncated else ())),
+        output_dir=options.output_dir or DEFAULT_OUTPUT_DIR,
+        subject_kind="repository",
+        title=brief.title,
     )
 
 
@@ -192,6 +257,7 @@ async def _run(
             available_providers=router.available_providers(),
             seed=started_at.strftime("%Y%m%d%H%M%S"),
         )
+        spec = replace(spec, subject_kind=prepared.subject_kind, title=prepared.title or spec.title)
         if options.dry_run:
             return _dry_run(spec, router, prepared.source)
         for note in check_models(spec, router):

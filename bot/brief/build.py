@@ -49,6 +49,13 @@ class Brief:
         of = f" of {self.repo}" if self.repo else ""
         return f"Design review of the folder `{self.scope}/`{of}"
 
+    def audit_warnings(self, limit: int = 10) -> tuple[str, ...]:
+        """The brief's warnings and what it left out, for the run's audit block."""
+        left_out = [f"left out: {x}" for x in self.left_out[:limit]]
+        if len(self.left_out) > limit:
+            left_out.append(f"left out: {len(self.left_out) - limit} more (see the brief)")
+        return (*self.warnings, *left_out)
+
     def subject_text(self) -> str:
         """The brief as markdown, the debate's subject."""
         at = f" at `{self.ref}`" if self.ref else ""

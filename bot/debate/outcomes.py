@@ -212,7 +212,9 @@ def _design_review(run: RunView) -> tuple[str, tuple[Finding, ...]]:
     """Findings ranked by severity with the files they concern, what the design does
     well, and where the personas still disagree; then the points examined."""
     r = parse_review(run.synthesis.text) if run.synthesis else None
-    lines = [f"## Design review: {cell(run.spec.title, 200)}", "", *banner(run), "### Findings"]
+    title = cell(run.spec.title, 200)
+    heading = title if title.lower().startswith("design review") else f"Design review: {title}"
+    lines = [f"## {heading}", "", *banner(run), "### Findings"]
     if r and r.findings:
         for i, f in enumerate(r.findings, 1):
             files = ", ".join(f"`{cell(path, 120)}`" for path in f.files)

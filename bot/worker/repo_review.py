@@ -34,7 +34,6 @@ log = get_logger(__name__)
 
 MAX_FINDING_ISSUES = 10
 FINDING_LABEL = "debate:finding"
-LEFT_OUT_IN_AUDIT = 10  # lines of the brief's "left out" list repeated as audit warnings
 
 
 def is_repository_scope(path: str) -> bool:
@@ -79,10 +78,7 @@ async def review_repository(
 
 def brief_subject(brief: Brief) -> Subject:
     text, truncated = cap_subject(brief.subject_text())
-    left_out = [f"left out: {x}" for x in brief.left_out[:LEFT_OUT_IN_AUDIT]]
-    if len(brief.left_out) > LEFT_OUT_IN_AUDIT:
-        left_out.append(f"left out: {len(brief.left_out) - LEFT_OUT_IN_AUDIT} more (see the brief)")
-    warnings = (*brief.warnings, *left_out, *(("subject truncated",) if truncated else ()))
+    warnings = (*brief.audit_warnings(), *(("subject truncated",) if truncated else ()))
     return Subject(brief.title, text, truncated, brief.files, warnings, kind="repository")
 
 
