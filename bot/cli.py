@@ -186,6 +186,31 @@ def review(
 
 
 @app.command()
+def action() -> None:
+    """Handle this GitHub Actions job's event (see docs/github-action.md); exit 0 when
+    the outcome is posted, 1 when the run failed, 2 for a bad setup."""
+    import os
+
+    import anyio
+
+    from bot.action import job_settings, read_job, run_job
+    from bot.logs import configure_logging
+
+    try:
+        job = read_job(os.environ)
+        settings = job_settings(_settings(), job)
+    except BotError as exc:
+        raise _fail(exc) from None
+    configure_logging(settings.log_level, json=False)
+    try:
+        code = anyio.run(run_job, settings, job)
+    except BotError as exc:  # e.g. GitHub unreachable: the job fails, with the reason
+        typer.secho(f"error: {exc.public}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(1) from None
+    raise typer.Exit(code)
+
+
+@app.command()
 def setup(
     org: Annotated[str | None, typer.Option(help="Register the app for this organization")] = None,
     github_url: Annotated[

@@ -53,28 +53,6 @@ def _reply(status: int, result: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"status": result, **extra}, status_code=status)
 
 
-def _obj(payload: dict[str, Any], key: str) -> dict[str, Any]:
-    value = payload.get(key)
-    return value if isinstance(value, dict) else {}
-
-
-def _ignore_reason(routes: Router, event: str, payload: dict[str, Any]) -> str | None:
-    """Why a delivery needs no work, judged from fields that don't depend on repo config.
-    Defensive about types: this runs before anything is validated."""
-    if not routes.accepts(event, payload.get("action")):
-        return "event"
-    if _obj(payload, "sender").get("type") == "Bot":
-        return "bot sender"
-    if (holder := routes.command_in(event)) is not None:
-        body = _obj(payload, holder).get("body")
-        if not isinstance(body, str) or not body.lstrip().startswith("/"):
-            return "not a command"
-    installation = _obj(payload, "installation").get("id")
-    if not isinstance(installation, int) or isinstance(installation, bool):
-        return "no installation"
-    return None
-
-
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit():
@@ -129,7 +107,7 @@ def webhook_endpoint(
                 raise WebhookError("body is not valid UTF-8 JSON") from exc
             if not isinstance(payload, dict):
                 raise WebhookError("body is not a JSON object")
-            reason = _ignore_reason(routes, event, payload)
+            reason = routes.prefilter(event, payload)
             if reason is None:
                 required = routes.required_objects(event)
                 missing = [k for k in required if not isinstance(payload.get(k), dict)]

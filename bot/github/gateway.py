@@ -66,6 +66,9 @@ async def convert_manifest(
     return data
 
 
+ACTIONS_BOT = "github-actions[bot]"
+
+
 class InstallationClient(IssueEndpoints, PullEndpoints, RepoEndpoints):
     """GitHub as one installation sees it. Obtain it from ``GitHubGateway.installation``."""
 
@@ -136,6 +139,8 @@ class GitHubGateway(GitHubSession):
 
         Used to recognize the bot's own comments when looking for one by marker:
         anyone can type a marker line, only the app can author as the app."""
+        if self._bot_login is None and self.in_actions:
+            self._bot_login = ACTIONS_BOT  # the job token comments as Actions' own bot
         if self._bot_login is None:
             slug = (await self.app_info()).get("slug")
             if not isinstance(slug, str) or not slug:

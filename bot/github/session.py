@@ -34,13 +34,13 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pydantic
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
-from githubkit import AppAuthStrategy, GitHub, UnauthAuthStrategy
+from githubkit import AppAuthStrategy, GitHub, TokenAuthStrategy, UnauthAuthStrategy
 from githubkit.cache import MemCacheStrategy
 from githubkit.exception import RequestError, RequestFailed, RequestTimeout
 from githubkit.response import Response
@@ -159,6 +159,21 @@ class _InstallationState:
     rate_limit_remaining: int | None = None
 
 
+def _app_key(settings: Settings) -> str:
+    if settings.app_id is None:
+        raise ConfigError("DEBATE_BOT_APP_ID is required to call GitHub")
+    pem = settings.private_key_pem()
+    if not pem:
+        raise ConfigError(
+            "DEBATE_BOT_PRIVATE_KEY or DEBATE_BOT_PRIVATE_KEY_FILE is required to call GitHub"
+        )
+    try:
+        load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError("the GitHub App private key is not a valid PEM private key") from exc
+    return pem
+
+
 class GitHubSession:
     """githubkit clients for the app and its installations, and ``send``, the one
     way a call reaches GitHub."""
@@ -174,18 +189,12 @@ class GitHubSession:
         max_attempts: int = 5,
         timeout_s: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        actions_token: str | None = None,
     ) -> None:
-        if settings.app_id is None:
-            raise ConfigError("DEBATE_BOT_APP_ID is required to call GitHub")
-        pem = settings.private_key_pem()
-        if not pem:
-            raise ConfigError(
-                "DEBATE_BOT_PRIVATE_KEY or DEBATE_BOT_PRIVATE_KEY_FILE is required to call GitHub"
-            )
-        try:
-            load_pem_private_key(pem.encode(), password=None)
-        except (ValueError, TypeError) as exc:
-            raise ConfigError("the GitHub App private key is not a valid PEM private key") from exc
+        # In a GitHub Actions job (`debate-bot action`) the job's token stands in
+        # for the installation token; there is no app key and no app endpoint.
+        self._actions_token = actions_token
+        pem = "" if actions_token else _app_key(settings)
 
         self.api_url = settings.github_api_url.rstrip("/")
         self.graphql_url = graphql_url(self.api_url)
@@ -209,7 +218,13 @@ class GitHubSession:
             # by app id only (JWTs of two gateways would leak into each other).
             "cache_strategy": MemCacheStrategy(),
         }
-        self.app = GitHub(AppAuthStrategy(settings.app_id, pem), **common)  # as the app (JWT)
+        # As the app (JWT); with an Actions token, app endpoints are never called.
+        app_auth = (
+            TokenAuthStrategy(actions_token)
+            if actions_token
+            else AppAuthStrategy(settings.app_id or 0, pem)
+        )
+        self.app = GitHub(app_auth, **common)
         self.gh = GitHub(UnauthAuthStrategy(), **common)  # ``send`` adds the installation token
         self._base_headers: dict[str, str] = {}
         if is_enterprise_server(self.api_url):
@@ -251,7 +266,13 @@ class GitHubSession:
             self._states[installation_id] = state
         return state
 
+    @property
+    def in_actions(self) -> bool:
+        return self._actions_token is not None
+
     async def _fetch_token(self, installation_id: int) -> InstallationToken:
+        if self._actions_token is not None:  # valid for the whole job
+            return InstallationToken(self._actions_token, datetime.now(UTC) + timedelta(hours=6))
         headers = self.base_headers
 
         async def op(_: dict[str, str]) -> Response[Any]:

@@ -7,6 +7,8 @@ bot/worker/triggers.py registers the features with the router.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +37,11 @@ class Services:
     router: ModelRouter
     metrics: Metrics
     wake: Any = field(default=lambda: None)
+    # How a new run is named; an Actions job names it after the job so that a
+    # re-run finds the comments of the first attempt by their markers.
+    new_run_id: Callable[[Origin], str] = field(default=lambda _: uuid.uuid4().hex[:12])
+    # Look up the bot's own comments by marker before posting any (a re-run).
+    resume_comments: bool = False
 
 
 @dataclass(frozen=True)

@@ -214,7 +214,9 @@ class Worker:
 
     def _finisher(self, gh: InstallationClient, run: RunRow) -> Finisher:
         thread = Thread(run.repo, run.issue_number, review_comment_id=run.trigger.review_thread)
-        publisher = Publisher(gh, self.svc.store, run.id, thread, resumed=run.attempts > 1)
+        publisher = Publisher(
+            gh, self.svc.store, run.id, thread, resumed=run.attempts > 1 or self.svc.resume_comments
+        )
         return Finisher(self.svc, gh, run, publisher, self._continue_queue)
 
     async def _continue_queue(self, gh: InstallationClient, run: RunRow) -> None:

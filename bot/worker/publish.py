@@ -78,8 +78,13 @@ class Publisher:
         for part in parts:
             marker_line = part.split("\n", 1)[0].strip()
             digest = _sha(part)
-            if self.store is None:
-                first_id = first_id or await self._create(part)
+            if self.store is None:  # a one-off reply: found again only by listing
+                existing = await self._existing_by_listing(marker_line) if self.resumed else None
+                if existing is None:
+                    existing = await self._create(part)
+                else:
+                    await self._update(existing, part)
+                first_id = first_id or existing
                 continue
             record = self.store.comment_id(self.run_id, marker_line)
             comment_id = record.comment_id if record is not None else None

@@ -170,7 +170,7 @@ class Responder:
         if active is not None:
             await self.already_running(gh, origin, active)
             return "done"
-        run_id = uuid.uuid4().hex[:12]
+        run_id = self.svc.new_run_id(origin)
         try:
             chosen, spec = self.make_spec(
                 config,
@@ -289,4 +289,6 @@ class Responder:
         if origin.review_comment and origin.comment_id is not None:
             root = origin.thread_root or origin.comment_id
             thread = Thread(origin.repo, origin.issue_number, review_comment_id=root)
-        await Publisher(gh, None, key, thread).upsert("status", text)
+        await Publisher(gh, None, key, thread, resumed=self.svc.resume_comments).upsert(
+            "status", text
+        )

@@ -130,6 +130,22 @@ class Router:
     def command_in(self, event: str) -> str | None:
         return next((r.command_in for r in self._events.get(event, ()) if r.command_in), None)
 
+    def prefilter(self, event: str, payload: dict[str, Any]) -> str | None:
+        """Why a delivery needs no work, judged from fields that don't depend on repo
+        config (None: store it). Defensive about types: nothing is validated yet."""
+        if not self.accepts(event, payload.get("action")):
+            return "event"
+        if _obj(payload, "sender").get("type") == "Bot":
+            return "bot sender"
+        if (holder := self.command_in(event)) is not None:
+            body = _obj(payload, holder).get("body")
+            if not isinstance(body, str) or not body.lstrip().startswith("/"):
+                return "not a command"
+        installation = _obj(payload, "installation").get("id")
+        if not isinstance(installation, int) or isinstance(installation, bool):
+            return "no installation"
+        return None
+
     # -- run by the worker --------------------------------------------------------
 
     async def handle(self, r: Responder, row: DeliveryRow) -> str:
@@ -206,3 +222,8 @@ def _with_client(handler: EventHandler) -> Handle:
         return await handler(r, gh, event, row)
 
     return handle
+
+
+def _obj(payload: dict[str, Any], key: str) -> dict[str, Any]:
+    value = payload.get(key)
+    return value if isinstance(value, dict) else {}

@@ -563,6 +563,14 @@ class FakeGitHub:
 
     # -- assertions --------------------------------------------------------
 
+    def actions_token(self, repo: str) -> str:
+        """A job token like the ``GITHUB_TOKEN`` of a GitHub Actions run in ``repo``:
+        valid for that repository (for the job's six hours), never fetched with a JWT."""
+        token = "ghs_" + sha1_hex("actions", repo, str(next(self._ids)))[:36]
+        with self._lock:
+            self._tokens[token] = (self._repo(repo).installation_id, time.time() + 6 * 3600)
+        return token
+
     def count(
         self, method: str | None = None, route: str | None = None, status: int | None = None
     ) -> int:
