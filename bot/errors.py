@@ -21,6 +21,11 @@ resumes it later; model calls are retried before the turn is dropped)::
     │   ├── ActiveRunExists        .run: the issue's queued or running run
     │   └── RunNotFound
     └── ProtocolError
+
+Not errors, so not here: the driver's control-flow signals ``LeaseLost`` and
+``Cancelled`` (bot/worker/driver.py) and the session's internal ``_Retry``. They
+stay beside their one user and never derive from ``BotError``, so an
+``except BotError`` can never swallow them.
 """
 
 from __future__ import annotations
