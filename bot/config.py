@@ -88,6 +88,12 @@ class Settings(BaseSettings):
     max_webhook_bytes: int = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
     worker_concurrency: int = 4
     worker_poll_s: float = 1.0
+    # How often a worker looks for due scheduled design reviews (and re-reads which
+    # repositories ask for them).
+    schedule_poll_s: float = 300.0
+    # How often it re-reads every installed repository's config for `schedule`
+    # (one request per repository: kept rare for the rate limit).
+    schedule_discovery_s: float = 6 * 3600.0
     lease_s: float = 60.0
 
     def private_key_pem(self) -> str | None:
@@ -126,6 +132,9 @@ class ArbitrationConfig(BaseModel):
 class DesignReviewConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     paths: list[str] = Field(default_factory=list)
+    # Scheduled repository reviews (bot/worker/schedules.py): off unless set.
+    schedule: Literal["weekly", "monthly"] | None = None
+    scope: str | list[str] = "/"  # "/" (the repository) or folders
 
 
 class RepoConfig(BaseModel):

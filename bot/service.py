@@ -19,6 +19,7 @@ from bot.metrics import Metrics
 from bot.store import RunStore
 from bot.worker.context import Services
 from bot.worker.pool import Worker
+from bot.worker.schedules import schedule_loop
 
 log = get_logger(__name__)
 
@@ -69,6 +70,7 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
             w = Worker(svc)
             wake = w.wake
             tg.start_soon(w.run)
+            tg.start_soon(schedule_loop, svc, w.id)
         if web:
             if settings.webhook_proxy_url:
                 log.info("proxy.enabled")  # the channel URL is a secret of sorts: not logged

@@ -65,7 +65,11 @@ def test_repository_review_reads_the_brief_and_ranks_findings(harness: Harness) 
     assert "VENDORED_MARKER" not in sent  # vendored code and lockfiles are never read
     assert "node_modules/" in sent  # ... but listed as left out
     body = verdict(h, number)
-    assert "## Design review:" in body and "### Findings" in body and "(`README.md`)" in body
+    assert (
+        "## Design review of the repository" in body
+        and "### Findings" in body
+        and "(`README.md`)" in body
+    )
     assert "left out:" in body  # the audit repeats what the brief left out
     contents = h.github.count("GET", "/repos/{owner}/{repo}/contents/{path}")
     trees = h.github.count("GET", "/repos/{owner}/{repo}/git/trees/{tree_sha}")

@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from githubkit.response import Response
 
-from bot.github.calls import InstallationCalls, dig, split_repo
+from bot.github.calls import PER_PAGE, InstallationCalls, dig, split_repo
 from bot.github.session import github_error, json_body, json_dict
 
 PERMISSIONS = ("admin", "maintain", "write", "triage", "read")
@@ -61,6 +61,24 @@ class RepoEndpoints(InstallationCalls):
         if not isinstance(branch, str) or not branch:
             raise github_error("GitHub returned a repository without a default branch")
         return branch
+
+    async def installation_repositories(self, limit: int) -> list[str]:
+        """``owner/name`` of the repositories this installation can see, at most ``limit``."""
+        names: list[str] = []
+        for page in range(1, 1 + -(-limit // PER_PAGE)):
+
+            async def op(h: dict[str, str], page: int = page) -> Response[Any]:
+                return await self._gh.rest.apps.async_list_repos_accessible_to_installation(
+                    per_page=PER_PAGE, page=page, headers=h
+                )
+
+            response = await self._call("GET", "/installation/repositories", op)
+            repos = json_dict(response).get("repositories")
+            batch = [str(r["full_name"]) for r in repos or [] if isinstance(r, dict)]
+            names += batch
+            if len(batch) < PER_PAGE:
+                break
+        return names[:limit]
 
     async def get_tree(self, repo: str, ref: str) -> dict[str, Any] | None:
         """The recursive git tree at ``ref`` (one request, GitHub marks a cut answer

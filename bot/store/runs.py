@@ -38,6 +38,7 @@ from bot.store.rows import (
     RunRow,
     RunState,
 )
+from bot.store.schedules import ScheduleQueries
 from bot.store.schema import (
     ACTIVE_RUN_STATES,
     COMMENT_KINDS,
@@ -67,7 +68,7 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class RunStore:
+class RunStore(ScheduleQueries):
     def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
         self._delivery_stmts: tuple[sa.Executable, sa.Executable] | None = None
         self.engine = engine

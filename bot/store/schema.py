@@ -23,6 +23,7 @@ DELIVERY_STATES = ("pending", "done", "ignored", "failed")
 COMMENT_KINDS = ("issue", "review")
 TURN_STATUSES = ("ok", "dropped")
 INSTALLATION_STATES = ("active", "suspended", "removed")
+CADENCES = ("weekly", "monthly")
 
 
 class UTCDateTime(sa.types.TypeDecorator[datetime]):
@@ -187,4 +188,22 @@ installations = sa.Table(
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.CheckConstraint(_in("state", INSTALLATION_STATES), name="state"),
+)
+
+# Repositories whose config asks for scheduled design reviews (bot/worker/schedules.py).
+schedules = sa.Table(
+    "schedules",
+    metadata,
+    sa.Column("repo", sa.String(200), primary_key=True),
+    sa.Column("installation_id", sa.BigInteger, nullable=False),
+    sa.Column("cadence", sa.String(16), nullable=False),
+    sa.Column("scope", sa.Text, nullable=False, server_default="[]"),  # JSON list of folders
+    sa.Column("next_due", UTCDateTime, nullable=False),
+    sa.Column("lease_owner", sa.String(200), nullable=True),
+    sa.Column("lease_expires_at", UTCDateTime, nullable=True),
+    sa.Column("last_issue", sa.Integer, nullable=True),
+    sa.Column("last_run", sa.String(36), nullable=True),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.CheckConstraint(_in("cadence", CADENCES), name="cadence"),
+    sa.Index("ix_schedules_next_due", "next_due"),
 )

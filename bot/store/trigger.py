@@ -94,3 +94,4 @@ class Trigger:
     # Automatic reviews: plan path -> blob sha reviewed so far on this PR.
     reviewed: dict[str, str] = field(default_factory=dict, hash=False)
     queue: Queued | None = None
+    previous_review: str | None = None  # a scheduled review: the run before it

@@ -16,6 +16,7 @@ from bot.worker.context import Services
 from bot.worker.publish import Publisher, file_issue_once
 from bot.worker.repo_review import file_findings
 from bot.worker.reviews import open_revision_pr
+from bot.worker.schedules import compare_findings
 
 log = get_logger(__name__)
 
@@ -73,6 +74,8 @@ class Finisher:
             await open_revision_pr(self.svc, self.gh, self.run, self.publisher)
         if outcome.kind == "critique" and review is not None and review.file_issues:
             await file_findings(self.gh, self.run, outcome.findings, self.publisher)
+        if outcome.kind == "critique" and self.run.trigger.previous_review:
+            await compare_findings(self.svc, self.run, outcome.findings, self.publisher)
         await self._close(ok=True)
         self.svc.store.release_run(
             self.run.id,

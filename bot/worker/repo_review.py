@@ -27,7 +27,7 @@ from bot.store.rows import RunRow
 from bot.store.trigger import ReviewedPlan
 from bot.worker.context import Origin
 from bot.worker.publish import Publisher, file_issue_once
-from bot.worker.respond import Responder
+from bot.worker.respond import Responder, TriggerExtras
 from bot.worker.specs import Subject
 
 log = get_logger(__name__)
@@ -42,8 +42,17 @@ def is_repository_scope(path: str) -> bool:
 
 
 async def review_repository(
-    r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
+    r: Responder,
+    gh: InstallationClient,
+    origin: Origin,
+    config: RepoConfig,
+    cmd: Command,
+    *,
+    folders: tuple[str, ...] = (),
+    previous_run: str | None = None,
 ) -> str:
+    """``folders`` (a scheduled review's scope): the repository seen through those
+    folders and its top-level files; ``previous_run``: the review to compare with."""
     scope = (cmd.path or "").rstrip("/")
     if origin.is_pr:
         pr = await gh.get_pull(origin.repo, origin.issue_number)
@@ -54,6 +63,8 @@ async def review_repository(
         label = origin.default_branch
     tree = await gh.get_tree(origin.repo, sha)
     entries, truncated = parse_git_tree(tree) if tree is not None else ((), False)
+    if folders:
+        entries = tuple(e for e in entries if "/" not in e.path or _under(e.path, folders))
     try:
         paths = plan_fetches(entries, scope, ref=label)
     except ConfigError as exc:  # an empty repository, a folder not at that commit
@@ -71,9 +82,14 @@ async def review_repository(
     )
     review = ReviewedPlan(path=cmd.path or "", ref=sha, file_issues=cmd.file_issues)
     subject = brief_subject(brief)
-    return await r.start(
-        gh, origin, config, cmd, subject, mode="critique", extras={"review": review}
-    )
+    extras: TriggerExtras = {"review": review}
+    if previous_run is not None:
+        extras["previous_review"] = previous_run
+    return await r.start(gh, origin, config, cmd, subject, mode="critique", extras=extras)
+
+
+def _under(path: str, folders: tuple[str, ...]) -> bool:
+    return any(path == f or path.startswith(f + "/") for f in folders)
 
 
 def brief_subject(brief: Brief) -> Subject:

@@ -37,6 +37,7 @@ class TriggerExtras(TypedDict, total=False):
     reviewed: dict[str, str]
     queue: Queued
     arbitrated_comment: int
+    previous_review: str
 
 
 def addressed_by_default(body: str) -> bool:

@@ -1277,6 +1277,22 @@ class FakeGitHub:
                 }
             )
 
+        @app.get(P + "/installation/repositories")
+        async def installation_repositories(request: Request) -> Response:
+            with lock:
+                installation = self._installation_for(request)
+                repos = [
+                    self._repo_json(r)
+                    for r in sorted(self._repos.values(), key=lambda r: r.id)
+                    if r.installation_id == installation
+                ]
+            page = self._page(request, repos)
+            # This endpoint wraps its page in an object, unlike most list endpoints.
+            body = {"total_count": len(repos), "repositories": json.loads(bytes(page.body))}
+            return JSONResponse(
+                body, headers={k: v for k, v in page.headers.items() if k == "link"}
+            )
+
         @app.get(P + "/repos/{owner}/{repo}/git/trees/{tree_sha}")
         async def get_tree(owner: str, repo: str, tree_sha: str, request: Request) -> Response:
             with lock:
