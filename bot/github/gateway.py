@@ -104,9 +104,11 @@ class GitHubGateway(GitHubSession):
 
     # -- the app's own endpoints (authenticated as the app) --------------------
 
-    async def _as_app(self, route: str, op: Op, method: str = "GET") -> Response[Any]:
+    async def _as_app(
+        self, route: str, op: Op, method: str = "GET", *, replay_safe: bool = True
+    ) -> Response[Any]:
         return await self.send(
-            method, route, op, installation_id=None, write=False, replay_safe=True
+            method, route, op, installation_id=None, write=False, replay_safe=replay_safe
         )
 
     async def app_info(self) -> dict[str, Any]:
@@ -169,8 +171,9 @@ class GitHubGateway(GitHubSession):
 
     async def redeliver(self, hook_delivery_id: int) -> None:
         """``POST /app/hook/deliveries/{delivery_id}/attempts``: GitHub sends that
-        delivery again (same ``X-GitHub-Delivery``). Repeating the request is safe
-        to the bot: the webhook route deduplicates by that id."""
+        delivery again (same ``X-GitHub-Delivery``). Not replayed after a 5xx or a
+        dropped connection: GitHub may have acted, and the caller's next pass sees
+        whether the delivery arrived before asking again."""
         headers = self.base_headers
 
         async def op(_: dict[str, str]) -> Response[Any]:
@@ -178,4 +181,5 @@ class GitHubGateway(GitHubSession):
                 hook_delivery_id, headers=headers
             )
 
-        await self._as_app("/app/hook/deliveries/{delivery_id}/attempts", op, method="POST")
+        route = "/app/hook/deliveries/{delivery_id}/attempts"
+        await self._as_app(route, op, method="POST", replay_safe=False)
