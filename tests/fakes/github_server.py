@@ -232,16 +232,22 @@ class Reaction:
     created_at: str = field(default_factory=now_iso)
 
 
-@dataclass
-class HookDelivery:
-    """One attempt to deliver an event to the app's webhook; attempts share a ``guid``."""
+@dataclass(frozen=True)
+class HookEvent:
+    """What GitHub delivers to the app's webhook: one event, under its ``guid``."""
 
-    id: int
     guid: str
     event: str
     action: str | None
     installation_id: int | None
     body: bytes
+
+
+@dataclass(frozen=True)
+class HookDelivery(HookEvent):
+    """One attempt to deliver an event; every attempt of an event shares its ``guid``."""
+
+    id: int
     delivered_at: datetime
     redelivery: bool
     status_code: int  # 0: nothing answered
@@ -597,17 +603,16 @@ class FakeGitHub:
         self, event: str, payload: dict[str, Any], *, guid: str | None = None
     ) -> HookDelivery:
         """Send ``payload`` to the app's webhook as GitHub does, and record the attempt."""
-        body = json.dumps(payload).encode()
         action = payload.get("action")
         installation = payload.get("installation")
-        return self._send_hook(
+        hook = HookEvent(
             guid or secrets.token_hex(16),
             event,
             action if isinstance(action, str) else None,
             installation.get("id") if isinstance(installation, dict) else None,
-            body,
-            redelivery=False,
+            json.dumps(payload).encode(),
         )
+        return self._send_hook(hook, redelivery=False)
 
     def add_hook_delivery(
         self,
@@ -622,11 +627,7 @@ class FakeGitHub:
     ) -> HookDelivery:
         """Record an attempt without sending anything (its body is an empty object)."""
         return self._record_hook(
-            guid or secrets.token_hex(16),
-            event,
-            action,
-            installation_id,
-            b"{}",
+            HookEvent(guid or secrets.token_hex(16), event, action, installation_id, b"{}"),
             redelivery=redelivery,
             status_code=status_code,
             status="OK" if 200 <= status_code < 300 else "failed to connect to host",
@@ -635,11 +636,7 @@ class FakeGitHub:
 
     def _record_hook(
         self,
-        guid: str,
-        event: str,
-        action: str | None,
-        installation_id: int | None,
-        body: bytes,
+        hook: HookEvent,
         *,
         redelivery: bool,
         status_code: int,
@@ -648,12 +645,12 @@ class FakeGitHub:
     ) -> HookDelivery:
         with self._lock:
             attempt = HookDelivery(
+                hook.guid,
+                hook.event,
+                hook.action,
+                hook.installation_id,
+                hook.body,
                 id=next(self._ids),
-                guid=guid,
-                event=event,
-                action=action,
-                installation_id=installation_id,
-                body=body,
                 delivered_at=delivered_at or datetime.now(UTC),
                 redelivery=redelivery,
                 status_code=status_code,
@@ -662,46 +659,30 @@ class FakeGitHub:
             self.hook_deliveries.append(attempt)
             return attempt
 
-    def _send_hook(
-        self,
-        guid: str,
-        event: str,
-        action: str | None,
-        installation_id: int | None,
-        body: bytes,
-        *,
-        redelivery: bool,
-    ) -> HookDelivery:
+    def _send_hook(self, hook: HookEvent, *, redelivery: bool) -> HookDelivery:
         with self._lock:
             url, secret = self.webhook_url, self.webhook_secret
         status_code, status = 0, "failed to connect to host"
         if url is not None:
-            digest = hmac.new((secret or "").encode(), body, hashlib.sha256).hexdigest()
+            digest = hmac.new((secret or "").encode(), hook.body, hashlib.sha256).hexdigest()
             headers = {
                 "Content-Type": "application/json",
                 "User-Agent": "GitHub-Hookshot/fake",
-                "X-GitHub-Event": event,
-                "X-GitHub-Delivery": guid,
+                "X-GitHub-Event": hook.event,
+                "X-GitHub-Delivery": hook.guid,
                 "X-GitHub-Hook-Installation-Target-Type": "integration",
                 "X-GitHub-Hook-Installation-Target-ID": str(self.app_id),
                 "X-Hub-Signature-256": f"sha256={digest}",
             }
             try:
-                response = httpx.post(url, content=body, headers=headers, timeout=10)
+                response = httpx.post(url, content=hook.body, headers=headers, timeout=10)
             except httpx.HTTPError:
                 pass
             else:
                 status_code = response.status_code
                 status = "OK" if response.is_success else f"Invalid HTTP Response: {status_code}"
         return self._record_hook(
-            guid,
-            event,
-            action,
-            installation_id,
-            body,
-            redelivery=redelivery,
-            status_code=status_code,
-            status=status,
+            hook, redelivery=redelivery, status_code=status_code, status=status
         )
 
     # -- assertions --------------------------------------------------------
@@ -1378,16 +1359,7 @@ class FakeGitHub:
                     "Validation Failed",
                     errors=[{"resource": "HookDelivery", "code": "invalid", "field": "id"}],
                 )
-            await anyio.to_thread.run_sync(
-                lambda: self._send_hook(
-                    attempt.guid,
-                    attempt.event,
-                    attempt.action,
-                    attempt.installation_id,
-                    attempt.body,
-                    redelivery=True,
-                )
-            )
+            await anyio.to_thread.run_sync(lambda: self._send_hook(attempt, redelivery=True))
             return JSONResponse({}, status_code=202)
 
         # -- repos ---------------------------------------------------------
