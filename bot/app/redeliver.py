@@ -132,7 +132,9 @@ class Redeliverer:
 
     async def _list(self, stop_at: datetime) -> tuple[list[Attempt], bool]:
         """The attempts delivered at or after ``stop_at``, newest first, and whether
-        the listing reached ``stop_at`` (or the end) within ``MAX_PAGES``."""
+        the listing reached ``stop_at`` (or the end) within ``MAX_PAGES``. Not
+        filtered with ``status=failure``: that is 400-599 only, missing attempts
+        nothing answered, and an event's successful attempts must be seen too."""
         attempts: list[Attempt] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
@@ -177,7 +179,7 @@ class Redeliverer:
             await self._ask(guid, wanted[guid][0], result)
         # Everything before the oldest event left for later has been handled.
         held = [wanted[g][-1].delivered_at for g in result.deferred]
-        newest = [attempts[0].delivered_at] if attempts else []
+        newest = [max(a.delivered_at for a in attempts)] if attempts else []
         if newest or held:
             await anyio.to_thread.run_sync(self.store.set_redelivery_scan, min(newest + held), SCAN)
         await anyio.to_thread.run_sync(self.store.prune_redeliveries, now - 2 * self.window)
