@@ -96,6 +96,14 @@ class Settings(BaseSettings):
     schedule_discovery_s: float = 6 * 3600.0
     lease_s: float = 60.0
 
+    # Failed webhook deliveries asked of GitHub again (bot/app/redeliver.py) by
+    # processes that run `web`: at start, then every interval (0: never); looking
+    # back at most the window (GitHub keeps deliveries for 3 days); at most
+    # max_per_pass asks a pass.
+    redeliver_interval_s: float = Field(default=300.0, ge=0)
+    redeliver_window_s: float = Field(default=6 * 3600.0, gt=0, le=3 * 24 * 3600.0)
+    redeliver_max_per_pass: int = Field(default=25, ge=1)
+
     def private_key_pem(self) -> str | None:
         if self.private_key is not None:
             return self.private_key.get_secret_value()

@@ -54,6 +54,13 @@ class Metrics:
             ["method", "route", "status"],
             registry=r,
         )
+        self.redeliveries = Counter(
+            "debate_bot_redeliveries",
+            "Failed webhook deliveries GitHub was asked to redeliver, by outcome "
+            "(requested, refused, failed)",
+            ["outcome"],
+            registry=r,
+        )
         self.github_rate_remaining = Gauge(
             "debate_bot_github_rate_limit_remaining",
             "Last seen x-ratelimit-remaining",

@@ -9,6 +9,7 @@ import uvicorn
 
 from bot.app.main import create_app
 from bot.app.proxy import follow_channel
+from bot.app.redeliver import redeliver_forever
 from bot.app.webhook import local_webhook_url
 from bot.config import Settings
 from bot.errors import ConfigError
@@ -87,6 +88,10 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
                 lifespan="off",
             )
             server = uvicorn.Server(config)
+            gateway = svc.gateway if svc is not None else None
+            tg.start_soon(
+                redeliver_forever, settings, store, metrics, gateway, lambda: server.started
+            )
             log.info("web.listening", host=settings.host, port=settings.port)
             await server.serve()  # returns on SIGINT/SIGTERM
             tg.cancel_scope.cancel()

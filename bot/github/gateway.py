@@ -3,8 +3,8 @@
 The transport policy (auth, pacing, retries, accounting, transient-or-final)
 lives in ``bot.github.session``; the endpoints an installation can call are
 grouped by area in ``issues``, ``pulls`` and ``repos`` and combined here into
-``InstallationClient``. The app's own endpoints (``GET /app``, its installations)
-and the credential-less manifest conversion are here too.
+``InstallationClient``. The app's own endpoints (``GET /app``, its installations,
+its webhook deliveries) and the credential-less manifest conversion are here too.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import httpx
 from githubkit.response import Response
+from githubkit.utils import UNSET
 
 from bot.github.issues import IssueEndpoints
 from bot.github.pulls import PullEndpoints
@@ -106,9 +107,11 @@ class GitHubGateway(GitHubSession):
 
     # -- the app's own endpoints (authenticated as the app) --------------------
 
-    async def _as_app(self, route: str, op: Op) -> Response[Any]:
+    async def _as_app(
+        self, route: str, op: Op, method: str = "GET", *, replay_safe: bool = True
+    ) -> Response[Any]:
         return await self.send(
-            "GET", route, op, installation_id=None, write=False, replay_safe=True
+            method, route, op, installation_id=None, write=False, replay_safe=replay_safe
         )
 
     async def app_info(self) -> dict[str, Any]:
@@ -147,3 +150,41 @@ class GitHubGateway(GitHubSession):
                 raise github_error("GitHub returned the app without a slug")
             self._bot_login = f"{slug}[bot]"
         return self._bot_login
+
+    async def hook_deliveries(
+        self, *, cursor: str | None = None, per_page: int = 100
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of ``GET /app/hook/deliveries`` (every attempt to deliver to the
+        app's webhook, newest first) and the cursor of the next page, from the
+        ``Link: rel="next"`` header (None on the last page)."""
+        headers = self.base_headers
+
+        async def op(_: dict[str, str]) -> Response[Any]:
+            return await self.app.rest.apps.async_list_webhook_deliveries(
+                per_page=min(max(per_page, 1), 100),
+                cursor=cursor if cursor is not None else UNSET,
+                headers=headers,
+            )
+
+        response = await self._as_app("/app/hook/deliveries", op)
+        data = json_body(response)
+        if not isinstance(data, list):
+            raise github_error("GitHub returned an unexpected response shape")
+        next_url = response.raw_response.links.get("next", {}).get("url")
+        next_cursor = httpx.URL(next_url).params.get("cursor") if next_url else None
+        return [d for d in data if isinstance(d, dict)], next_cursor or None
+
+    async def redeliver(self, hook_delivery_id: int) -> None:
+        """``POST /app/hook/deliveries/{delivery_id}/attempts``: GitHub sends that
+        delivery again (same ``X-GitHub-Delivery``). Not replayed after a 5xx or a
+        dropped connection: GitHub may have acted, and the caller's next pass sees
+        whether the delivery arrived before asking again."""
+        headers = self.base_headers
+
+        async def op(_: dict[str, str]) -> Response[Any]:
+            return await self.app.rest.apps.async_redeliver_webhook_delivery(
+                hook_delivery_id, headers=headers
+            )
+
+        route = "/app/hook/deliveries/{delivery_id}/attempts"
+        await self._as_app(route, op, method="POST", replay_safe=False)

@@ -15,6 +15,7 @@ RunState = Literal["queued", "running", "waiting", "done", "failed", "cancelled"
 DeliveryState = Literal["pending", "done", "ignored", "failed"]
 CommentKind = Literal["issue", "review"]
 InstallationState = Literal["active", "suspended", "removed"]
+RedeliveryOutcome = Literal["requested", "refused"]
 
 
 class NewDelivery(NamedTuple):

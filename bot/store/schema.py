@@ -24,6 +24,7 @@ COMMENT_KINDS = ("issue", "review")
 TURN_STATUSES = ("ok", "dropped")
 INSTALLATION_STATES = ("active", "suspended", "removed")
 CADENCES = ("weekly", "monthly")
+REDELIVERY_OUTCOMES = ("requested", "refused")
 
 
 class UTCDateTime(sa.types.TypeDecorator[datetime]):
@@ -206,4 +207,28 @@ schedules = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.CheckConstraint(_in("cadence", CADENCES), name="cadence"),
     sa.Index("ix_schedules_next_due", "next_due"),
+)
+
+# Failed deliveries this app asked GitHub to redeliver (bot/app/redeliver.py). The
+# insert is the claim: whichever web process inserts a guid first asks, once.
+# ``outcome`` is NULL while the request is in flight; ``refused``: GitHub would
+# not (too old, gone), never asked again.
+redeliveries = sa.Table(
+    "redeliveries",
+    metadata,
+    sa.Column("guid", sa.String(100), primary_key=True),  # X-GitHub-Delivery
+    sa.Column("requested_at", UTCDateTime, nullable=False),
+    sa.Column("requested_by", sa.String(200), nullable=False),
+    sa.Column("outcome", sa.String(16), nullable=True),
+    sa.CheckConstraint(_in("outcome", REDELIVERY_OUTCOMES), name="outcome"),
+)
+
+# How far back the redelivery scan has looked (one row per scan; today "app"),
+# so that a restart resumes there instead of rescanning its whole window.
+redelivery_scans = sa.Table(
+    "redelivery_scans",
+    metadata,
+    sa.Column("name", sa.String(32), primary_key=True),
+    sa.Column("seen_until", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
 )

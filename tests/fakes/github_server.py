@@ -12,12 +12,19 @@ Seed state with ``add_repo``, ``set_permission``, ``put_file``, ``add_issue``,
 ``add_pull``, ``add_comment`` and ``add_review_comment``; read it back with
 ``comments``, ``reactions``, ``labels``, ``review_comments``, ``thread_resolved``,
 ``file``, ``issue`` and the request helpers (``count``, ``counts_by_kind``).
+
+Webhooks: ``configure_webhook(url, secret)`` names the app's webhook; ``deliver``
+sends an event there as GitHub does (signed, recorded with the status it got,
+0 when nothing answered) and ``add_hook_delivery`` records an attempt without
+sending. ``GET /app/hook/deliveries`` lists the attempts and ``POST
+/app/hook/deliveries/{delivery_id}/attempts`` sends one again (``hook_deliveries``).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import itertools
 import json
 import random
@@ -29,10 +36,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, parse_qsl, urlencode
 
+import anyio
+import httpx
 import jwt
 import uvicorn
 from fastapi import Depends, FastAPI, Request
@@ -223,6 +232,44 @@ class Reaction:
     created_at: str = field(default_factory=now_iso)
 
 
+@dataclass(frozen=True)
+class HookEvent:
+    """What GitHub delivers to the app's webhook: one event, under its ``guid``."""
+
+    guid: str
+    event: str
+    action: str | None
+    installation_id: int | None
+    body: bytes
+
+
+@dataclass(frozen=True)
+class HookDelivery(HookEvent):
+    """One attempt to deliver an event; every attempt of an event shares its ``guid``."""
+
+    id: int
+    delivered_at: datetime
+    redelivery: bool
+    status_code: int  # 0: nothing answered
+    status: str
+
+    def json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "guid": self.guid,
+            "delivered_at": self.delivered_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "redelivery": self.redelivery,
+            "duration": 0.01,
+            "status": self.status,
+            "status_code": self.status_code,
+            "event": self.event,
+            "action": self.action,
+            "installation_id": self.installation_id,
+            "repository_id": None,
+            "throttled_at": None,
+        }
+
+
 @dataclass
 class Faults:
     """Which calls fail, and how.
@@ -338,6 +385,11 @@ class FakeGitHub:
         self._user_ids: dict[str, int] = {}
         # installation -> granted permissions (GitHub App permissions); default: all written
         self._app_permissions: dict[int, dict[str, str]] = {}
+        # The app's webhook and every attempt to deliver to it, oldest first.
+        self.webhook_url: str | None = None
+        self.webhook_secret: str | None = None
+        self.hook_deliveries: list[HookDelivery] = []
+        self.redelivery_max_age = timedelta(days=3)  # GitHub keeps deliveries 3 days
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
@@ -560,6 +612,98 @@ class FakeGitHub:
         """Make every issued installation token invalid (as if revoked or expired)."""
         with self._lock:
             self._tokens = {t: (iid, 0.0) for t, (iid, _) in self._tokens.items()}
+
+    # -- webhooks ----------------------------------------------------------
+
+    def configure_webhook(self, url: str | None, secret: str | None) -> None:
+        with self._lock:
+            self.webhook_url, self.webhook_secret = url, secret
+
+    def deliver(
+        self, event: str, payload: dict[str, Any], *, guid: str | None = None
+    ) -> HookDelivery:
+        """Send ``payload`` to the app's webhook as GitHub does, and record the attempt."""
+        action = payload.get("action")
+        installation = payload.get("installation")
+        hook = HookEvent(
+            guid or secrets.token_hex(16),
+            event,
+            action if isinstance(action, str) else None,
+            installation.get("id") if isinstance(installation, dict) else None,
+            json.dumps(payload).encode(),
+        )
+        return self._send_hook(hook, redelivery=False)
+
+    def add_hook_delivery(
+        self,
+        event: str,
+        action: str | None,
+        *,
+        guid: str | None = None,
+        status_code: int = 0,
+        delivered_at: datetime | None = None,
+        installation_id: int | None = None,
+        redelivery: bool = False,
+    ) -> HookDelivery:
+        """Record an attempt without sending anything (its body is an empty object)."""
+        return self._record_hook(
+            HookEvent(guid or secrets.token_hex(16), event, action, installation_id, b"{}"),
+            redelivery=redelivery,
+            status_code=status_code,
+            status="OK" if 200 <= status_code < 300 else "failed to connect to host",
+            delivered_at=delivered_at,
+        )
+
+    def _record_hook(
+        self,
+        hook: HookEvent,
+        *,
+        redelivery: bool,
+        status_code: int,
+        status: str,
+        delivered_at: datetime | None = None,
+    ) -> HookDelivery:
+        with self._lock:
+            attempt = HookDelivery(
+                hook.guid,
+                hook.event,
+                hook.action,
+                hook.installation_id,
+                hook.body,
+                id=next(self._ids),
+                delivered_at=delivered_at or datetime.now(UTC),
+                redelivery=redelivery,
+                status_code=status_code,
+                status=status,
+            )
+            self.hook_deliveries.append(attempt)
+            return attempt
+
+    def _send_hook(self, hook: HookEvent, *, redelivery: bool) -> HookDelivery:
+        with self._lock:
+            url, secret = self.webhook_url, self.webhook_secret
+        status_code, status = 0, "failed to connect to host"
+        if url is not None:
+            digest = hmac.new((secret or "").encode(), hook.body, hashlib.sha256).hexdigest()
+            headers = {
+                "Content-Type": "application/json",
+                "User-Agent": "GitHub-Hookshot/fake",
+                "X-GitHub-Event": hook.event,
+                "X-GitHub-Delivery": hook.guid,
+                "X-GitHub-Hook-Installation-Target-Type": "integration",
+                "X-GitHub-Hook-Installation-Target-ID": str(self.app_id),
+                "X-Hub-Signature-256": f"sha256={digest}",
+            }
+            try:
+                response = httpx.post(url, content=hook.body, headers=headers, timeout=10)
+            except httpx.HTTPError:
+                pass
+            else:
+                status_code = response.status_code
+                status = "OK" if response.is_success else f"Invalid HTTP Response: {status_code}"
+        return self._record_hook(
+            hook, redelivery=redelivery, status_code=status_code, status=status
+        )
 
     # -- assertions --------------------------------------------------------
 
@@ -1202,6 +1346,49 @@ class FakeGitHub:
                 },
                 status_code=201,
             )
+
+        # -- the app's webhook deliveries ----------------------------------
+
+        @app.get(P + "/app/hook/deliveries")
+        async def list_hook_deliveries(request: Request) -> JSONResponse:
+            """Newest first; ``cursor`` (from the ``Link`` header) names a page's first attempt."""
+            self._check_app_jwt(request)
+            try:
+                per_page = min(100, max(1, int(request.query_params.get("per_page", 30))))
+            except ValueError:
+                raise ApiError(400, "Invalid pagination parameters") from None
+            cursor = request.query_params.get("cursor")
+            with lock:
+                items = sorted(self.hook_deliveries, key=lambda d: d.id, reverse=True)
+            if cursor is not None:
+                if (m := re.fullmatch(r"v1_(\d+)", cursor)) is None:
+                    raise ApiError(400, "Invalid cursor")
+                items = [d for d in items if d.id <= int(m.group(1))]
+            page, rest = items[:per_page], items[per_page:]
+            headers = {}
+            if rest:
+                query = urlencode({"per_page": per_page, "cursor": f"v1_{rest[0].id}"})
+                next_url = f"{str(request.url).split('?')[0]}?{query}"
+                headers["Link"] = f'<{next_url}>; rel="next"'
+            return JSONResponse([d.json() for d in page], headers=headers)
+
+        @app.post(P + "/app/hook/deliveries/{delivery_id:int}/attempts")
+        async def redeliver_hook_delivery(delivery_id: int, request: Request) -> JSONResponse:
+            """Sends the attempt's event again (same guid) before answering 202, so a
+            test sees the new attempt as soon as the bot has its answer."""
+            self._check_app_jwt(request)
+            with lock:
+                attempt = next((d for d in self.hook_deliveries if d.id == delivery_id), None)
+            if attempt is None:
+                raise not_found()
+            if datetime.now(UTC) - attempt.delivered_at > self.redelivery_max_age:
+                raise ApiError(
+                    422,
+                    "Validation Failed",
+                    errors=[{"resource": "HookDelivery", "code": "invalid", "field": "id"}],
+                )
+            await anyio.to_thread.run_sync(lambda: self._send_hook(attempt, redelivery=True))
+            return JSONResponse({}, status_code=202)
 
         # -- repos ---------------------------------------------------------
 
