@@ -342,6 +342,9 @@ class FakeGitHub:
         self.faults: Faults | None = None
         self.limits: list[RateLimitWindow] = []
         self._limited: Counter[int] = Counter()
+        # Every Authorization credential received (app JWTs, installation tokens):
+        # what a test scans the bot's logs and comments for.
+        self.received_credentials: set[str] = set()
         self.clock: Callable[[], float] = time.time  # epoch seconds of rate-limit windows
         self.requests: list[RecordedRequest] = []
         self._public_key = (
@@ -1873,9 +1876,16 @@ class FakeGitHub:
         t.resolved = True
         return {"data": {"resolveReviewThread": {"thread": {"id": t.node_id, "isResolved": True}}}}
 
-    def _record(self, req: RecordedRequest) -> None:
+    def _record(self, req: RecordedRequest, credential: str) -> None:
         with self._lock:
             self.requests.append(req)
+            if credential:
+                self.received_credentials.add(credential)
+
+    @property
+    def issued_tokens(self) -> list[str]:
+        with self._lock:
+            return list(self._tokens)
 
     def _rate_headers(self, resource: str) -> list[tuple[bytes, bytes]]:
         with self._lock:
@@ -1956,6 +1966,7 @@ class _Recorder:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = raw.decode(errors="replace")
+        authorization = dict(scope.get("headers", [])).get(b"authorization", b"").decode()
         self.fake._record(
             RecordedRequest(
                 method=scope["method"],
@@ -1964,13 +1975,12 @@ class _Recorder:
                 query=dict(parse_qsl(scope.get("query_string", b"").decode())),
                 json=body,
                 status=status,
-                installation=self.fake.token_installation(
-                    dict(scope.get("headers", [])).get(b"authorization", b"").decode()
-                ),
+                installation=self.fake.token_installation(authorization),
                 headers={
                     k.decode().lower(): v.decode()
                     for k, v in scope.get("headers", [])
                     if k.decode().lower() != "authorization"
                 },
-            )
+            ),
+            authorization.partition(" ")[2].strip(),
         )
