@@ -363,6 +363,7 @@ class GitHubSession:
                 if raw.status_code == 401 and token is not None and not refreshed:
                     # The token may have been revoked or expired early: fetch a new one once.
                     refreshed = True
+                    log.warning("github.token_rejected", method=method, route=route)
                     self._tokens.invalidate(installation_id or 0, token)
                     raise _Retry(0.0, error) from None
                 if raw.status_code >= 500 and not replay_safe:
