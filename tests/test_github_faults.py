@@ -5,7 +5,7 @@ installation), and threads deleted, transferred or locked (``TargetGone``)."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -157,41 +157,35 @@ async def test_a_secondary_limit_holds_every_call_of_the_installation(
         await gw.aclose()
 
 
-async def test_a_rate_limited_create_is_repeated_and_posted_once(
-    fake: FakeGitHub, gateway: GitHubGateway, ftime: SharedTime
+@pytest.mark.parametrize(
+    ("window_s", "retry_after", "cap", "waited"),
+    [
+        (2, True, 5.0, 2.0),  # Retry-After obeyed
+        (60, False, 300.0, 60.0),  # no header: GitHub's minute
+        (5, False, 5.0, 5.0),  # no header, a lower cap (as in the end-to-end tests)
+    ],
+    ids=["retry-after", "a-minute", "the-cap"],
+)
+async def test_a_rate_limited_create_waits_then_posts_once(
+    fake: FakeGitHub,
+    app_key: rsa.RSAPrivateKey,
+    ftime: SharedTime,
+    window_s: float,
+    retry_after: bool,
+    cap: float,
+    waited: float,
 ) -> None:
-    gh = await gateway.installation(INSTALLATION)
-    fake.limit_installation(INSTALLATION, window_s=2)
-    await gh.create_comment(REPO, 1, "once")
-    assert ftime.sleeps == [2.0]
-    assert fake.count("POST", COMMENTS) == 2
-    assert [c["body"] for c in fake.comments(REPO, 1)] == ["once"]
-    assert fake.limited_requests(INSTALLATION) == 1
-
-
-async def test_a_secondary_limit_without_retry_after_waits_a_minute(
-    fake: FakeGitHub, app_key: rsa.RSAPrivateKey, ftime: SharedTime
-) -> None:
-    gw = await _gateway(fake, app_key, ftime, cap=300.0)
+    gw = await _gateway(fake, app_key, ftime, cap=cap)
     try:
         gh = await gw.installation(INSTALLATION)
-        fake.limit_installation(INSTALLATION, window_s=60, retry_after=False)
-        await gh.create_comment(REPO, 1, "after a minute")
-        assert ftime.sleeps == [60.0]
+        fake.limit_installation(INSTALLATION, window_s=window_s, retry_after=retry_after)
+        await gh.create_comment(REPO, 1, "once")
+        assert ftime.sleeps == [waited]
+        assert fake.count("POST", COMMENTS) == 2
+        assert [c["body"] for c in fake.comments(REPO, 1)] == ["once"]
         assert fake.limited_requests(INSTALLATION) == 1
-        assert len(fake.comments(REPO, 1)) == 1
     finally:
         await gw.aclose()
-
-
-async def test_a_secondary_limit_without_retry_after_waits_the_cap_when_lower(
-    fake: FakeGitHub, gateway: GitHubGateway, ftime: SharedTime
-) -> None:
-    gh = await gateway.installation(INSTALLATION)
-    fake.limit_installation(INSTALLATION, window_s=5, retry_after=False)
-    await gh.create_comment(REPO, 1, "after the cap")
-    assert ftime.sleeps == [5.0]
-    assert len(fake.comments(REPO, 1)) == 1
 
 
 # -- 3. the primary rate limit -------------------------------------------------
@@ -230,51 +224,47 @@ async def test_a_primary_limit_beyond_the_cap_fails_transiently_and_sends_nothin
 # -- 4. the thread gone --------------------------------------------------------
 
 
-async def test_a_deleted_issue_is_target_gone_at_once(
-    fake: FakeGitHub, gateway: GitHubGateway, ftime: SharedTime
+@pytest.mark.parametrize(
+    ("fault", "status", "message", "edit_status"),
+    [
+        (FakeGitHub.delete_issue, 410, "This issue was deleted", 404),
+        (FakeGitHub.transfer_issue, 404, "Not Found", 404),
+        (FakeGitHub.lock_issue, 403, "Unable to create comment because issue is locked.", 403),
+    ],
+    ids=["deleted", "transferred", "locked"],
+)
+async def test_the_issue_gone_is_target_gone_at_once(
+    fake: FakeGitHub,
+    gateway: GitHubGateway,
+    ftime: SharedTime,
+    fault: Callable[[FakeGitHub, str, int], None],
+    status: int,
+    message: str,
+    edit_status: int,
 ) -> None:
     gh = await gateway.installation(INSTALLATION)
     cid = await gh.create_comment(REPO, 1, "before")
-    fake.delete_issue(REPO, 1)
+    fault(fake, REPO, 1)
     fake.reset_requests()
     with pytest.raises(TargetGone) as err:
         await gh.create_comment(REPO, 1, "after")
-    assert err.value.github_status == 410 and "This issue was deleted" in str(err.value)
-    with pytest.raises(TargetGone):
-        await gh.list_comments(REPO, 1)
-    with pytest.raises(TargetGone) as gone_comment:
+    assert err.value.github_status == status and message in str(err.value)
+    with pytest.raises(TargetGone) as edit:
         await gh.update_comment(REPO, cid, "edited")
-    assert gone_comment.value.github_status == 404
-    assert len(fake.requests) == 3  # one each: no retries
+    assert edit.value.github_status == edit_status
+    assert len(fake.requests) == 2  # one each: no retries, no waits
     assert ftime.sleeps == []
+    assert [c["body"] for c in fake.comments(REPO, 1)] == ["before"]
 
 
-async def test_a_transferred_issue_is_target_gone(fake: FakeGitHub, gateway: GitHubGateway) -> None:
-    gh = await gateway.installation(INSTALLATION)
-    fake.transfer_issue(REPO, 1)
-    fake.reset_requests()
-    with pytest.raises(TargetGone) as err:
-        await gh.get_issue(REPO, 1)
-    assert err.value.github_status == 404
-    assert len(fake.requests) == 1
-
-
-async def test_a_locked_issue_is_target_gone_for_comments_only(
+async def test_a_locked_issue_still_takes_labels_and_reads(
     fake: FakeGitHub, gateway: GitHubGateway
 ) -> None:
     gh = await gateway.installation(INSTALLATION)
-    cid = await gh.create_comment(REPO, 1, "before the lock")
     fake.lock_issue(REPO, 1)
-    fake.reset_requests()
-    with pytest.raises(TargetGone) as err:
-        await gh.create_comment(REPO, 1, "after")
-    assert err.value.github_status == 403
-    assert "Unable to create comment because issue is locked." in str(err.value)
-    with pytest.raises(TargetGone):
-        await gh.update_comment(REPO, cid, "edited")
-    assert len(fake.requests) == 2
     await gh.add_labels(REPO, 1, ["still-labelled"])  # the lock is about comments
     assert (await gh.get_issue(REPO, 1))["locked"] is True
+    assert await gh.list_comments(REPO, 1) == []
 
 
 async def test_other_403s_and_404s_stay_plain_final_errors(
