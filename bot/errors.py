@@ -11,7 +11,8 @@ resumes it later; model calls are retried before the turn is dropped)::
     BotError
     ├── WebhookError               .http_status: our answer to the delivery
     ├── GitHubError                .github_status: GitHub's answer (None: none)
-    │   └── TransientGitHubError   + Transient (judged in bot/github/session.py)
+    │   ├── TransientGitHubError   + Transient (judged in bot/github/session.py)
+    │   └── TargetGone             the run's issue or PR was deleted, transferred or locked
     ├── ModelError                 .drop_class: recorded on the dropped turn
     │   └── TransientModelError    + Transient, .retry_after
     ├── ConfigError                its message is public
@@ -73,6 +74,15 @@ class GitHubError(BotError):
 
 class TransientGitHubError(GitHubError, Transient):
     """GitHub is down, rate-limiting us, or answered nothing usable."""
+
+
+class TargetGone(GitHubError):
+    """The issue or pull request (or a comment on it) is gone: 404 or 410 on its
+    routes, or 403 because the conversation is locked. Final, and nothing more can
+    be posted there, not even a failure notice."""
+
+    code = "target_gone"
+    public = "The issue or pull request was deleted, transferred or locked."
 
 
 class ModelError(BotError):

@@ -131,7 +131,9 @@ class InstallationCalls:
                 for e in errors
             )
             raise github_error(
-                f"GitHub GraphQL {kind} failed: {messages}", github_status=403 if limited else None
+                f"GitHub GraphQL {kind} failed: {messages}",
+                github_status=403 if limited else None,
+                rate_limited=limited,
             )
         data = payload.get("data")
         if not isinstance(data, dict):

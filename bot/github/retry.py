@@ -3,7 +3,8 @@
 GitHub's guidance (rate limits for the REST API, "best practices"):
 - a ``Retry-After`` header means: wait that many seconds (secondary rate limits);
 - ``x-ratelimit-remaining: 0`` means: wait until ``x-ratelimit-reset`` (epoch s);
-- a 403/429 saying "secondary rate limit" without a header: wait at least a minute;
+- a 403/429 saying "secondary rate limit" without a header: wait at least a minute,
+  longer on each repeat;
 - 5xx: retry a few times with exponential backoff.
 
 Every wait is capped by ``max_wait_s``. When GitHub asks for *longer* than the cap
@@ -53,8 +54,39 @@ def parse_retry_after(value: str | None, *, now_epoch: float) -> float | None:
     return max(0.0, when.timestamp() - now_epoch)
 
 
-def is_secondary_limit_message(message: str) -> bool:
-    return "secondary rate limit" in message.lower()
+def is_rate_limit_message(message: str) -> bool:
+    """GitHub's texts for both limits: "API rate limit exceeded for installation ID …"
+    (primary) and "You have exceeded a secondary rate limit …"."""
+    return "rate limit" in message.lower()
+
+
+def rate_limit_wait(
+    *,
+    status: int,
+    headers: Mapping[str, str],
+    message: str,
+    attempt: int,
+    now_epoch: float,
+) -> tuple[float, str] | None:
+    """How long GitHub asks us to stay quiet, and why, when a 403/429 is a rate
+    limit (None: it is not one, e.g. "Resource not accessible by integration").
+    Uncapped: the caller decides whether to wait or to give up."""
+    if status not in (403, 429):
+        return None
+    lower = {k.lower(): v for k, v in headers.items()}
+    retry_after = parse_retry_after(lower.get("retry-after"), now_epoch=now_epoch)
+    if retry_after is not None:
+        return retry_after, "retry-after"
+    if lower.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in lower:
+        try:
+            reset = float(lower["x-ratelimit-reset"])
+        except ValueError:
+            return None
+        return max(0.0, reset - now_epoch) + 1.0, "rate limit reset"
+    if is_rate_limit_message(message):
+        # "Otherwise, wait for at least one minute before retrying", longer each time.
+        return SECONDARY_DEFAULT_WAIT_S * 2.0 ** max(0, attempt - 1), "secondary rate limit"
+    return None
 
 
 def decide(
@@ -71,22 +103,17 @@ def decide(
     ``status`` 0 stands for a transport failure (connection refused, reset, timeout)
     that the caller already judged safe to repeat.
     """
-    lower = {k.lower(): v for k, v in headers.items()}
-    if status in (403, 429):
-        retry_after = parse_retry_after(lower.get("retry-after"), now_epoch=now_epoch)
-        if retry_after is not None:
-            return _bounded(retry_after, max_wait_s, "retry-after")
-        if lower.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in lower:
-            try:
-                reset = float(lower["x-ratelimit-reset"])
-            except ValueError:
-                return NO_RETRY
-            return _bounded(max(0.0, reset - now_epoch) + 1.0, max_wait_s, "rate limit reset")
-        if is_secondary_limit_message(message):
-            return RetryDecision(min(SECONDARY_DEFAULT_WAIT_S, max_wait_s), "secondary rate limit")
-        if status == 429:
-            return RetryDecision(_backoff(attempt, max_wait_s), "too many requests")
-        return NO_RETRY
+    limited = rate_limit_wait(
+        status=status, headers=headers, message=message, attempt=attempt, now_epoch=now_epoch
+    )
+    if limited is not None:
+        wait_s, reason = limited
+        if reason == "secondary rate limit":
+            # No header to obey: the cap shortens GitHub's minute (tests set it low).
+            return RetryDecision(min(wait_s, max_wait_s), reason)
+        return _bounded(wait_s, max_wait_s, reason)
+    if status == 429:
+        return RetryDecision(_backoff(attempt, max_wait_s), "too many requests")
     if status >= 500 or status == 0:
         return RetryDecision(_backoff(attempt, max_wait_s), f"server error {status}")
     return NO_RETRY

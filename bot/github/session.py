@@ -47,10 +47,10 @@ from githubkit.response import Response
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from bot.config import Settings
-from bot.errors import ConfigError, GitHubError, TransientGitHubError
+from bot.errors import ConfigError, GitHubError, TargetGone, TransientGitHubError
 from bot.github.auth import InstallationToken, TokenCache
 from bot.github.pacing import WritePacer
-from bot.github.retry import decide
+from bot.github.retry import decide, rate_limit_wait
 from bot.logs import get_logger
 
 log = get_logger(__name__)
@@ -65,15 +65,46 @@ APP_INSTALLATION_ROUTE = "/app/installations/{installation_id}/access_tokens"
 GHES_API_VERSION = "2022-11-28"  # the one REST version every supported GHES release accepts
 
 
-def github_error(message: str, *, github_status: int | None = None) -> GitHubError:
+# Routes on one issue or pull request thread (the run's own issue, its comments,
+# reactions and labels). A 404 or 410 there means the thread is gone: deleted (410
+# "This issue was deleted"), transferred to a repository the installation cannot
+# see, or the repository itself removed from the installation (404).
+THREAD_ROUTES = (
+    "/repos/{owner}/{repo}/issues/{issue_number}",
+    "/repos/{owner}/{repo}/issues/comments/",
+    "/repos/{owner}/{repo}/pulls/{pull_number}",
+    "/repos/{owner}/{repo}/pulls/comments/",
+)
+LOCKED = "issue is locked"  # "Unable to create comment because issue is locked." (403)
+
+
+def is_target_gone(status: int, detail: str, route: str) -> bool:
+    if status == 403:
+        return LOCKED in detail.lower()
+    return status in (404, 410) and route.startswith(THREAD_ROUTES)
+
+
+def github_error(
+    message: str,
+    *,
+    github_status: int | None = None,
+    detail: str = "",
+    route: str = "",
+    rate_limited: bool = False,
+) -> GitHubError:
     """The one place a GitHub failure is judged transient (worth waiting out) or final.
 
-    Transient: no answer or no usable answer (``github_status`` None), 5xx, 429 and
-    any 403. Not every 403 is a rate limit (a missing permission is final), but
-    today every 403 is waited out; a later issue will tell the two apart here.
+    Transient: no answer or no usable answer (``github_status`` None), 5xx, 429, and a
+    403 that is a rate limit (``rate_limited``: ``Retry-After``, ``x-ratelimit-remaining:
+    0`` or GitHub's rate-limit message, see ``bot.github.retry.rate_limit_wait``).
+    ``TargetGone`` (final): 404/410 on a thread route, or 403 "… issue is locked"
+    (``detail`` is GitHub's own message). Any other 403 (a missing permission:
+    "Resource not accessible by integration") and other 4xx are final.
     """
-    if github_status is None or github_status >= 500 or github_status in (403, 429):
+    if rate_limited or github_status is None or github_status >= 500 or github_status == 429:
         return TransientGitHubError(message, github_status=github_status)
+    if is_target_gone(github_status, detail, route):
+        return TargetGone(message, github_status=github_status)
     return GitHubError(message, github_status=github_status)
 
 
@@ -157,6 +188,9 @@ def _retry_wait(state: RetryCallState) -> float:
 class _InstallationState:
     pacer: WritePacer
     rate_limit_remaining: int | None = None
+    # Monotonic time before which no call goes to the installation: a rate limit
+    # GitHub asked us to wait out binds every call, not only the one refused.
+    blocked_until: float = 0.0
 
 
 def _app_key(settings: Settings) -> str:
@@ -316,6 +350,8 @@ class GitHubSession:
 
         async def attempt_once(attempt: int) -> Response[Any]:
             nonlocal refreshed
+            if state is not None:
+                await self._wait_unblocked(state, method, route)
             headers = self.base_headers
             token: str | None = None
             if installation_id is not None:
@@ -330,27 +366,46 @@ class GitHubSession:
                 self._observe(method, route, raw.status_code, raw.headers, state)
                 if raw.status_code in accepted:
                     return exc.response
+                detail = response_message(raw)
+                limited = rate_limit_wait(
+                    status=raw.status_code,
+                    headers=raw.headers,
+                    message=detail,
+                    attempt=attempt,
+                    now_epoch=self._wall(),
+                )
                 error = github_error(
-                    f"GitHub {method} {route} failed: {raw.status_code} {response_message(raw)}",
+                    f"GitHub {method} {route} failed: {raw.status_code} {detail}",
                     github_status=raw.status_code,
+                    detail=detail,
+                    route=route,
+                    rate_limited=limited is not None,
                 )
                 if raw.status_code == 401 and token is not None and not refreshed:
                     # The token may have been revoked or expired early: fetch a new one once.
                     refreshed = True
+                    log.warning("github.token_rejected", method=method, route=route)
                     self._tokens.invalidate(installation_id or 0, token)
                     raise _Retry(0.0, error) from None
                 if raw.status_code >= 500 and not replay_safe:
                     # GitHub may have created the object before failing: the caller
                     # checks before trying again (see bot/worker/publish.py).
                     raise error from None
+                # A rate-limited POST is repeated even when not replay-safe: GitHub
+                # refuses it rather than performing it ("temporarily blocked from
+                # content creation. Please retry your request again later.") and its
+                # rate-limit docs say to retry the request once the wait is over.
                 decision = decide(
                     status=raw.status_code,
                     headers=raw.headers,
-                    message=response_message(raw),
+                    message=detail,
                     attempt=attempt,
                     max_wait_s=self._max_wait_s,
                     now_epoch=self._wall(),
                 )
+                if limited is not None and state is not None:
+                    quiet_s = limited[0] if decision.wait_s is None else decision.wait_s
+                    self._block(state, quiet_s, route)
                 if decision.retry and decision.wait_s is not None:
                     log.info("github.retrying", method=method, route=route, reason=decision.reason)
                     raise _Retry(decision.wait_s, error) from None
@@ -394,6 +449,32 @@ class GitHubSession:
         except _Retry as exc:
             raise exc.error from None
         raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover
+
+    def _block(self, state: _InstallationState, wait_s: float, route: str) -> None:
+        """Hold every call to the installation for ``wait_s`` (GitHub: "Continuing to
+        make requests while you are rate limited may result in the banning of your
+        integration"). A wait beyond the cap is recorded too: calls then fail at once."""
+        until = self._clock() + wait_s
+        if until > state.blocked_until:
+            state.blocked_until = until
+            log.warning("github.rate_limited", route=route, wait_s=round(wait_s, 1))
+
+    async def _wait_unblocked(self, state: _InstallationState, method: str, route: str) -> None:
+        while True:
+            until = state.blocked_until
+            delay = until - self._clock()
+            if delay <= 0:
+                return
+            if delay > self._max_wait_s:
+                # The run's lease lapses and a later attempt finds the limit lifted.
+                raise github_error(
+                    f"GitHub {method} {route} not sent: the installation is rate-limited "
+                    f"for {delay:.0f}s more",
+                    rate_limited=True,
+                )
+            await self._sleep(delay)
+            if state.blocked_until == until:  # not extended while we slept
+                return
 
     def _observe(
         self,

@@ -91,11 +91,16 @@ class Finisher:
             except BotError as exc:  # this run is done either way
                 log.warning("queue.continue_failed", run=self.run.id, error=exc.code)
 
-    async def failed(self, code: str, sentence: str, worker_id: str) -> None:
+    async def failed(
+        self, code: str, sentence: str, worker_id: str, *, notice: bool = True
+    ) -> None:
+        """``notice=False``: the thread is gone or locked, so nothing is posted."""
         # The stored state comes first: a notice GitHub refuses must not leave the
         # run claimable forever.
         if not self.svc.store.release_run(self.run.id, worker_id, "failed", error_class=code):
             return  # not ours any more (lease lost, or already finished): say nothing
+        if not notice:
+            return
         try:
             await self.failed_notice(code, sentence)
         except BotError as exc:

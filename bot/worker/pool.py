@@ -15,7 +15,7 @@ import orjson
 from structlog.contextvars import bound_contextvars
 
 from bot.debate.types import DebateSpec, Outcome, Turn
-from bot.errors import BotError, Transient
+from bot.errors import BotError, TargetGone, Transient
 from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, RunRow
@@ -285,6 +285,11 @@ class Worker:
                 log.warning("run.lease_lost")
             except Cancelled:
                 await finisher.cancelled(self.id)
+            except TargetGone as exc:
+                # Deleted, transferred or locked: end the run now, and post nothing
+                # more there (it would fail the same way).
+                log.warning("run.target_gone", error=exc.code, detail=str(exc))
+                await finisher.failed(exc.code, exc.public, self.id, notice=False)
             except BotError as exc:
                 if is_transient(exc) and run.attempts < MAX_ATTEMPTS:
                     # Every finished turn is stored: a later attempt resumes for free.

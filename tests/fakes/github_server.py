@@ -8,6 +8,15 @@ bodies of at most 65,536 characters, ``Link`` pagination, rate-limit headers,
 and — on demand — secondary rate limits and 5xx faults. Every request is
 recorded for assertions. Nothing secret is generated at import time.
 
+Faults a test can inject (``inject_faults`` for per-request scripts or random
+faults; the rest are GitHub-side states): ``revoke_tokens`` (401 "Bad
+credentials"), ``limit_installation`` (a secondary or primary rate-limit window
+for one installation, with or without ``Retry-After``; requests it refuses are
+counted in ``limited_requests``), ``delete_issue`` (410 "This issue was
+deleted"), ``transfer_issue`` (404: moved where the installation cannot see it)
+and ``lock_issue`` (403 "Unable to create comment because issue is locked.").
+Requests are recorded with the installation whose token they carried.
+
 Seed state with ``add_repo``, ``set_permission``, ``put_file``, ``add_issue``,
 ``add_pull``, ``add_comment`` and ``add_review_comment``; read it back with
 ``comments``, ``reactions``, ``labels``, ``review_comments``, ``thread_resolved``,
@@ -27,6 +36,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import math
 import random
 import re
 import secrets
@@ -51,6 +61,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 MAX_BODY_CHARS = 65_536
 DOCS = "https://docs.github.com/rest"
 REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
+PRIMARY_MESSAGE = "API rate limit exceeded for installation ID {installation}."
+LOCKED_DOCS = "https://docs.github.com/articles/locking-conversations/"
 SECONDARY_MESSAGE = (
     "You have exceeded a secondary rate limit and have been temporarily blocked from "
     "content creation. Please retry your request again later. If you reach out to GitHub "
@@ -139,6 +151,7 @@ class RecordedRequest:
     json: Any
     status: int
     headers: dict[str, str]
+    installation: int | None = None  # whose installation token it carried
 
     @property
     def kind(self) -> str:
@@ -180,6 +193,8 @@ class Issue:
     pull_files: list[dict[str, Any]] = field(default_factory=list)
     created_at: str = field(default_factory=now_iso)
     updated_at: str = field(default_factory=now_iso)
+    locked: bool = False
+    gone: str | None = None  # "deleted" (410) or "transferred" (404)
 
 
 @dataclass
@@ -268,6 +283,30 @@ class HookDelivery(HookEvent):
             "repository_id": None,
             "throttled_at": None,
         }
+
+
+@dataclass
+class RateLimitWindow:
+    """A rate limit on one installation: armed until a request it ``applies_to``
+    arrives, then every request of the installation is refused until ``ends_at``."""
+
+    installation: int
+    kind: str  # "secondary" (403), "secondary429" or "primary" (403, x-ratelimit-*)
+    window_s: float
+    retry_after: bool
+    applies_to: Callable[[str, str], bool] | None = None
+    ends_at: float | None = None  # epoch seconds, once started
+
+    def refuses(self, installation: int | None, method: str, route: str, now: float) -> bool:
+        if installation != self.installation:
+            return False
+        if self.ends_at is None:
+            if self.applies_to is not None and not self.applies_to(method, route):
+                return False
+            self.ends_at = now + self.window_s
+            if self.kind == "primary":  # x-ratelimit-reset is whole epoch seconds
+                self.ends_at = float(int(self.ends_at) + 1)
+        return now < self.ends_at
 
 
 @dataclass
@@ -366,6 +405,12 @@ class FakeGitHub:
         self.rate_limit = rate_limit
         self.rate_limit_remaining = rate_limit
         self.faults: Faults | None = None
+        self.limits: list[RateLimitWindow] = []
+        self._limited: Counter[int] = Counter()
+        # Every Authorization credential received (app JWTs, installation tokens):
+        # what a test scans the bot's logs and comments for.
+        self.received_credentials: set[str] = set()
+        self.clock: Callable[[], float] = time.time  # epoch seconds of rate-limit windows
         self.requests: list[RecordedRequest] = []
         # GitHub answers at most 100,000 tree entries (and 7 MB) and sets `truncated`.
         self.tree_limit = 100_000
@@ -607,6 +652,48 @@ class FakeGitHub:
     def clear_faults(self) -> None:
         with self._lock:
             self.faults = None
+
+    def revoke_tokens(self, installation_id: int) -> None:
+        """Revoke the installation's tokens issued so far (its next token works)."""
+        with self._lock:
+            for t, (iid, _) in list(self._tokens.items()):
+                if iid == installation_id:
+                    self._tokens[t] = (iid, 0.0)
+
+    def limit_installation(
+        self,
+        installation_id: int,
+        *,
+        kind: str = "secondary",
+        window_s: float = 1.0,
+        retry_after: bool = True,
+        applies_to: Callable[[str, str], bool] | None = None,
+    ) -> RateLimitWindow:
+        """Rate-limit the installation for ``window_s`` from its next request that
+        ``applies_to`` (method, route) accepts; the window's requests are refused."""
+        window = RateLimitWindow(installation_id, kind, window_s, retry_after, applies_to)
+        with self._lock:
+            self.limits.append(window)
+        return window
+
+    def limited_requests(self, installation_id: int) -> int:
+        """Requests refused by ``limit_installation`` windows: one per window is the
+        limit being hit; any more were sent while the client should have waited."""
+        with self._lock:
+            return self._limited[installation_id]
+
+    def delete_issue(self, repo: str, number: int) -> None:
+        with self._lock:
+            self._issues[(repo, number)].gone = "deleted"
+
+    def transfer_issue(self, repo: str, number: int) -> None:
+        """Moved to a repository the installation cannot see: GitHub answers 404."""
+        with self._lock:
+            self._issues[(repo, number)].gone = "transferred"
+
+    def lock_issue(self, repo: str, number: int) -> None:
+        with self._lock:
+            self._issues[(repo, number)].locked = True
 
     def expire_tokens(self) -> None:
         """Make every issued installation token invalid (as if revoked or expired)."""
@@ -980,7 +1067,7 @@ class FakeGitHub:
             "user": self._user_json(i.user),
             "labels": [self._label_json(i.repo, n) for n in i.labels],
             "state": i.state,
-            "locked": False,
+            "locked": i.locked,
             "comments": sum(
                 1
                 for c in self._comments.values()
@@ -1154,9 +1241,31 @@ class FakeGitHub:
 
     def _issue(self, r: Repo, number: int) -> Issue:
         issue = self._issues.get((r.full_name, number))
-        if issue is None:
+        if issue is None or issue.gone == "transferred":
             raise not_found()
+        if issue.gone == "deleted":
+            raise ApiError(
+                410,
+                "This issue was deleted",
+                documentation_url=f"{DOCS}/issues/issues#get-an-issue",
+            )
         return issue
+
+    def _issue_comment(self, r: Repo, comment_id: int) -> Comment:
+        """A comment by id; a comment of a deleted or transferred issue is not here."""
+        c = self._comments.get(comment_id)
+        issue = None if c is None else self._issues.get((c.repo, c.issue_number))
+        if c is None or c.repo != r.full_name or (issue is not None and issue.gone):
+            raise not_found()
+        return c
+
+    def _unless_locked(self, issue: Issue | None, verb: str) -> None:
+        if issue is not None and issue.locked:
+            raise ApiError(
+                403,
+                f"Unable to {verb} comment because issue is locked.",
+                documentation_url=LOCKED_DOCS,
+            )
 
     def _page(self, request: Request, items: list[Any]) -> JSONResponse:
         try:
@@ -1180,8 +1289,50 @@ class FakeGitHub:
         headers = {"Link": ", ".join(links)} if links else {}
         return JSONResponse(chunk, headers=headers)
 
+    def token_installation(self, authorization: str) -> int | None:
+        """The installation a token was issued to (revoked or expired ones too)."""
+        scheme, _, credential = authorization.partition(" ")
+        if scheme.lower() != "token":
+            return None
+        entry = self._tokens.get(credential.strip())
+        return None if entry is None else entry[0]
+
+    def _limit_gate(self, request: Request, route: str) -> None:
+        installation = self.token_installation(request.headers.get("authorization", ""))
+        with self._lock:
+            now = self.clock()
+            window = next(
+                (w for w in self.limits if w.refuses(installation, request.method, route, now)),
+                None,
+            )
+            if window is None or window.ends_at is None or installation is None:
+                return
+            self._limited[installation] += 1
+        wait = max(1, math.ceil(window.ends_at - now))
+        if window.kind == "primary":
+            raise ApiError(
+                403,
+                PRIMARY_MESSAGE.format(installation=installation),
+                headers={
+                    "x-ratelimit-limit": str(self.rate_limit),
+                    "x-ratelimit-remaining": "0",
+                    "x-ratelimit-used": str(self.rate_limit),
+                    "x-ratelimit-reset": str(int(window.ends_at)),
+                    "x-ratelimit-resource": "core",
+                },
+                documentation_url=f"{DOCS}/overview/rate-limits-for-the-rest-api",
+            )
+        raise ApiError(
+            429 if window.kind == "secondary429" else 403,
+            SECONDARY_MESSAGE,
+            headers={"Retry-After": str(wait)} if window.retry_after else {},
+            documentation_url=f"{DOCS}/overview/rate-limits-for-the-rest-api"
+            "#about-secondary-rate-limits",
+        )
+
     async def _fault_gate(self, request: Request) -> None:
         route = _template(request.scope, self.api_prefix)
+        self._limit_gate(request, route)
         with self._lock:
             kind = None if self.faults is None else self.faults.pick(request.method, route)
         if kind is None:
@@ -1616,7 +1767,9 @@ class FakeGitHub:
             q = request.query_params
             with lock:
                 r = self._authorized_repo(request, owner, repo)
-                found = [i for (name, _), i in self._issues.items() if name == r.full_name]
+                found = [
+                    i for (name, _), i in self._issues.items() if name == r.full_name and not i.gone
+                ]
                 if q.get("creator"):
                     found = [i for i in found if i.user.login == q["creator"]]
                 if q.get("state", "open") != "all":
@@ -1654,7 +1807,7 @@ class FakeGitHub:
             payload = await body_json(request)
             with lock:
                 r = self._authorized_repo(request, owner, repo)
-                self._issue(r, issue_number)
+                self._unless_locked(self._issue(r, issue_number), "create")
                 body = body_text(payload, "IssueComment")
                 assert body is not None
                 c = Comment(
@@ -1669,9 +1822,7 @@ class FakeGitHub:
         ) -> JSONResponse:
             with lock:
                 r = self._authorized_repo(request, owner, repo)
-                c = self._comments.get(comment_id)
-                if c is None or c.repo != r.full_name:
-                    raise not_found()
+                c = self._issue_comment(r, comment_id)
                 return JSONResponse(self._comment_json(c))
 
         @app.patch(P + "/repos/{owner}/{repo}/issues/comments/{comment_id:int}")
@@ -1681,9 +1832,8 @@ class FakeGitHub:
             payload = await body_json(request)
             with lock:
                 r = self._authorized_repo(request, owner, repo)
-                c = self._comments.get(comment_id)
-                if c is None or c.repo != r.full_name:
-                    raise not_found()
+                c = self._issue_comment(r, comment_id)
+                self._unless_locked(self._issues.get((c.repo, c.issue_number)), "update")
                 body = body_text(payload, "IssueComment")
                 assert body is not None
                 c.body = body
@@ -1697,9 +1847,7 @@ class FakeGitHub:
             payload = await body_json(request)
             with lock:
                 r = self._authorized_repo(request, owner, repo)
-                c = self._comments.get(comment_id)
-                if c is None or c.repo != r.full_name:
-                    raise not_found()
+                self._issue_comment(r, comment_id)
                 status, out = self._reaction(r.full_name, "issue_comment", comment_id, payload)
                 return JSONResponse(out, status_code=status)
 
@@ -1988,9 +2136,16 @@ class FakeGitHub:
         t.resolved = True
         return {"data": {"resolveReviewThread": {"thread": {"id": t.node_id, "isResolved": True}}}}
 
-    def _record(self, req: RecordedRequest) -> None:
+    def _record(self, req: RecordedRequest, credential: str) -> None:
         with self._lock:
             self.requests.append(req)
+            if credential:
+                self.received_credentials.add(credential)
+
+    @property
+    def issued_tokens(self) -> list[str]:
+        with self._lock:
+            return list(self._tokens)
 
     def _rate_headers(self, resource: str) -> list[tuple[bytes, bytes]]:
         with self._lock:
@@ -2071,6 +2226,7 @@ class _Recorder:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = raw.decode(errors="replace")
+        authorization = dict(scope.get("headers", [])).get(b"authorization", b"").decode()
         self.fake._record(
             RecordedRequest(
                 method=scope["method"],
@@ -2079,10 +2235,12 @@ class _Recorder:
                 query=dict(parse_qsl(scope.get("query_string", b"").decode())),
                 json=body,
                 status=status,
+                installation=self.fake.token_installation(authorization),
                 headers={
                     k.decode().lower(): v.decode()
                     for k, v in scope.get("headers", [])
                     if k.decode().lower() != "authorization"
                 },
-            )
+            ),
+            authorization.partition(" ")[2].strip(),
         )

@@ -1,0 +1,149 @@
+"""GitHub-side faults under a running `debate-bot serve`: a revoked token, secondary
+and primary rate limits, and the issue deleted, transferred or locked mid-debate."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+import pytest
+
+from tests.fakes.github_server import FakeGitHub
+from tests.harness.scenarios import bot_markers, command, finished, never_converge, runs, seed_issue
+from tests.harness.service import INSTALLATION, REPO, Harness
+
+COMMENTS = "/repos/{owner}/{repo}/issues/{issue_number}/comments"
+
+
+def _is_comment_post(method: str, route: str) -> bool:
+    return method == "POST" and route == COMMENTS
+
+
+def error_classes(h: Harness) -> dict[int, tuple[str, str | None]]:
+    with sqlite3.connect(h.db_url.removeprefix("sqlite:///")) as db:
+        rows = db.execute("select issue_number, state, error_class from runs")
+        return {int(n): (state, error) for n, state, error in rows}
+
+
+def start_debate(h: Harness, title: str, text: str = "/debate --rounds 1") -> tuple[int, int]:
+    number = seed_issue(h, title=title)
+    payload, comment_id = command(h, number, text)
+    h.post("issue_comment", payload)
+    return number, comment_id
+
+
+def assert_finished_once(h: Harness, number: int, comment_id: int) -> None:
+    assert runs(h)[0][1:] == ("done", "verdict")
+    markers = bot_markers(h, number)
+    assert len(markers) == len(set(markers))  # no comment posted twice
+    assert any("debate-bot:verdict" in m for m in markers)
+    assert not any("The debate stopped" in c["body"] for c in h.github.comments(REPO, number))
+    assert "rocket" in h.github.reactions(REPO, comment_id=comment_id)
+
+
+def test_a_token_revoked_mid_run_is_replaced_and_the_run_finishes(harness: Harness) -> None:
+    h = harness
+    h.models.latency_s = 0.3
+    h.start()
+    number, comment_id = start_debate(h, "Revoked token")
+    h.wait_for(lambda: bot_markers(h, number), what="the first round digest")
+    h.github.revoke_tokens(INSTALLATION)
+    h.wait_for(lambda: finished(h), what="the run after the revocation")
+    assert h.github.count(status=401) == 1  # one refused call, then a fresh token
+    assert h.github.token_requests == 2
+    assert_finished_once(h, number, comment_id)
+
+
+@pytest.mark.parametrize("retry_after", [True, False], ids=["retry-after", "no-header"])
+def test_a_secondary_limit_mid_run_is_waited_out_once(harness: Harness, retry_after: bool) -> None:
+    h = harness
+    # The window opens at the first digest; the harness caps waits at 2 s, so the
+    # header-less case waits 2 s instead of GitHub's minute.
+    h.github.limit_installation(
+        INSTALLATION, window_s=1, retry_after=retry_after, applies_to=_is_comment_post
+    )
+    h.start()
+    number, comment_id = start_debate(h, "Secondary limit")
+    h.wait_for(lambda: finished(h), what="the run past the secondary limit")
+    assert h.github.limited_requests(INSTALLATION) == 1  # nothing sent inside the window
+    assert_finished_once(h, number, comment_id)
+
+
+def test_a_primary_limit_within_the_cap_delays_the_run(harness: Harness) -> None:
+    h = harness
+    h.github.limit_installation(
+        INSTALLATION, kind="primary", window_s=1, applies_to=_is_comment_post
+    )
+    h.start(DEBATE_BOT_GITHUB_MAX_RETRY_WAIT_S="5")
+    number, comment_id = start_debate(h, "Primary limit")
+    h.wait_for(lambda: finished(h), what="the run past the reset")
+    assert h.github.limited_requests(INSTALLATION) == 1
+    assert '"run.interrupted"' not in (h.tmp / "service.log").read_text()
+    assert_finished_once(h, number, comment_id)
+
+
+def test_a_primary_limit_beyond_the_cap_interrupts_the_run_which_resumes(
+    harness: Harness,
+) -> None:
+    h = harness
+    h.github.limit_installation(
+        INSTALLATION, kind="primary", window_s=3, applies_to=_is_comment_post
+    )
+    h.start(DEBATE_BOT_GITHUB_MAX_RETRY_WAIT_S="1")
+    number, comment_id = start_debate(h, "Primary limit, long")
+    h.wait_for(lambda: finished(h), timeout=60, what="the run resumed after the reset")
+    log = (h.tmp / "service.log").read_text()
+    assert '"run.interrupted"' in log  # the lease lapsed and a later attempt finished
+    assert h.github.limited_requests(INSTALLATION) == 1  # and nothing was sent before the reset
+    assert_finished_once(h, number, comment_id)
+
+
+def _thread_requests(github: FakeGitHub, number: int) -> int:
+    """Requests about issue ``number``: its own routes and its comments by id."""
+    ids = {c["id"] for c in github.comments(REPO, number)}
+    own = f"/repos/{REPO}/issues/{number}"
+    return sum(
+        1
+        for r in github.requests
+        if r.path == own
+        or r.path.startswith(own + "/")
+        or any(r.path.startswith(f"/repos/{REPO}/issues/comments/{i}") for i in ids)
+    )
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [FakeGitHub.delete_issue, FakeGitHub.transfer_issue, FakeGitHub.lock_issue],
+    ids=["deleted", "transferred", "locked"],
+)
+def test_the_issue_gone_mid_run_fails_it_target_gone_at_once(
+    harness: Harness, fault: Callable[[FakeGitHub, str, int], None]
+) -> None:
+    h = harness
+    h.models.latency_s = 0.2
+    h.models.responder = never_converge
+    h.start()
+    gone, gone_comment = start_debate(h, "Soon gone", "/debate --rounds 3")
+    kept, kept_comment = start_debate(h, "Stays", "/debate --rounds 1")
+    h.wait_for(lambda: bot_markers(h, gone), what="the first round digest")
+    fault(h.github, REPO, gone)
+    before = _thread_requests(h.github, gone)
+    comments_before = h.github.comments(REPO, gone)
+    h.wait_for(lambda: error_classes(h).get(gone, ("",))[0] == "failed", what="the gone run")
+    model_calls = len(h.models.requests)
+    h.wait_for(lambda: finished(h), what="the other run")
+    assert error_classes(h)[gone] == ("failed", "target_gone")
+    assert error_classes(h)[kept] == ("done", None)
+    # One refused call ended it: no retry, no failure notice, reaction or label.
+    assert _thread_requests(h.github, gone) - before == 1
+    assert h.github.comments(REPO, gone) == comments_before
+    assert h.github.reactions(REPO, comment_id=gone_comment) == ["eyes"]
+    log = (h.tmp / "service.log").read_text()
+    assert '"run.target_gone"' in log and '"run.interrupted"' not in log
+    # The other run went on; the gone one asked its models nothing more.
+    assert "rocket" in h.github.reactions(REPO, comment_id=kept_comment)
+    def about_gone(prompt: str) -> bool:
+        return "Soon gone" in prompt
+
+    assert any(about_gone(r.prompt_text) for r in h.models.requests[:model_calls])
+    assert not any(about_gone(r.prompt_text) for r in h.models.requests[model_calls:])
