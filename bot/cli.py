@@ -6,9 +6,10 @@ or `doctor` need not load the web app, the worker and the model clients.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -51,6 +52,15 @@ def _settings() -> Settings:
 def _fail(exc: BotError) -> typer.Exit:
     typer.secho(f"error: {exc.public}", err=True, fg=typer.colors.RED)
     return typer.Exit(2)
+
+
+def _exit_with(command: Callable[[], int]) -> NoReturn:
+    """Exit with the command's code; a BotError is a usage error (exit 2)."""
+    try:
+        code = command()
+    except BotError as exc:
+        raise _fail(exc) from None
+    raise typer.Exit(code)
 
 
 def _run_service(*, web: bool, worker: bool) -> None:
@@ -139,11 +149,7 @@ def run(
         dry_run=dry_run,
         output_dir=output_dir,
     )
-    try:
-        code = run_local(_settings(), options)
-    except BotError as exc:
-        raise _fail(exc) from None
-    raise typer.Exit(code)
+    _exit_with(lambda: run_local(_settings(), options))
 
 
 @app.command()
@@ -178,11 +184,7 @@ def review(
         dry_run=dry_run,
         output_dir=output_dir,
     )
-    try:
-        code = review_local(_settings(), options, path)
-    except BotError as exc:
-        raise _fail(exc) from None
-    raise typer.Exit(code)
+    _exit_with(lambda: review_local(_settings(), options, path))
 
 
 @app.command()

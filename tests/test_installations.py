@@ -7,8 +7,8 @@ import time
 from tests.harness.scenarios import (
     bot_markers,
     command,
+    debate_under_way,
     delivery_states,
-    never_converge,
     runs,
     seed_issue,
 )
@@ -37,13 +37,7 @@ def test_uninstall_ends_running_debates_quietly_and_ignores_what_follows(
     harness: Harness,
 ) -> None:
     h = harness
-    h.models.latency_s = 0.3
-    h.models.responder = never_converge
-    h.start()
-    number = seed_issue(h)
-    payload, _ = command(h, number, "/debate --rounds 4")
-    h.post("issue_comment", payload)
-    h.wait_for(lambda: any("round=1" in m for m in bot_markers(h, number)), what="round 1")
+    number = debate_under_way(h)
 
     assert h.post("installation", installation("deleted")).json() == {"status": "queued"}
     h.wait_for(lambda: state_of_only_run(h) == "cancelled", what="the run to be cancelled")
@@ -88,13 +82,7 @@ def test_a_repository_removed_from_the_installation_ends_its_runs_only(
     harness: Harness,
 ) -> None:
     h = harness
-    h.models.latency_s = 0.3
-    h.models.responder = never_converge
-    h.start()
-    number = seed_issue(h)
-    payload, _ = command(h, number, "/debate --rounds 4")
-    h.post("issue_comment", payload)
-    h.wait_for(lambda: any("round=1" in m for m in bot_markers(h, number)), what="round 1")
+    debate_under_way(h)
 
     h.post("installation_repositories", repositories_removed("someone/else"))
     h.wait_for(lambda: "pending" not in delivery_states(h).values(), what="an unrelated removal")

@@ -82,3 +82,16 @@ def never_converge(prompt: str) -> str:
 
     text = reply(prompt)
     return text.replace("AGREE", "HOLD").replace("CONCEDE", "HOLD")
+
+
+def debate_under_way(h: Harness, rounds: int = 4) -> int:
+    """Start the service and a slow debate that will not converge early; return its
+    issue once round 1 is posted (later turns are in flight)."""
+    h.models.latency_s = 0.3
+    h.models.responder = never_converge
+    h.start()
+    number = seed_issue(h)
+    payload, _ = command(h, number, f"/debate --rounds {rounds}")
+    h.post("issue_comment", payload)
+    h.wait_for(lambda: any("round=1" in m for m in bot_markers(h, number)), what="round 1")
+    return number
