@@ -4,11 +4,26 @@ tests can build many apps side by side."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
+
+
+def github_error_kind(status: int) -> str | None:
+    """The class of a failed GitHub call for ``debate_bot_github_errors`` (None: no error).
+    A 403 counts as rate limited only approximately: it is also the refusal status."""
+    if status == 0:
+        return "no_response"
+    if status in (403, 429):
+        return "rate_limited"
+    if status >= 500:
+        return "server"
+    if status >= 400 and status != 404:  # 404 is the answer to "does it exist?"
+        return "client"
+    return None
 
 
 class _RunStates(Collector):
@@ -26,6 +41,31 @@ class _RunStates(Collector):
         for state, n in sorted(counts.items()):
             family.add_metric([state], n)
         return [family]
+
+
+_HEALTH_HELP: Final = {
+    "oldest_queued_age_seconds": "Age of the oldest queued run (0: none queued)",
+    "expired_leases": "Running runs whose lease lapsed: their worker died or hangs",
+    "resumed_active": "Active runs on a second or later attempt",
+}
+
+
+class _RunHealth(Collector):
+    """The store's ``run_health()`` figures as gauges, read at scrape time."""
+
+    def __init__(self, health: Callable[[], dict[str, float]]) -> None:
+        self._health = health
+
+    def collect(self) -> list[Metric]:
+        try:
+            figures = self._health()
+        except Exception:  # a scrape must not fail because the database is down
+            return []
+        return [
+            GaugeMetricFamily(f"debate_bot_runs_{name}", _HEALTH_HELP[name], value=figures[name])
+            for name in _HEALTH_HELP
+            if name in figures
+        ]
 
 
 class Metrics:
@@ -61,6 +101,19 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.github_errors = Counter(
+            "debate_bot_github_errors",
+            "GitHub calls that failed, by class: rate_limited (403/429), client (4xx), "
+            "server (5xx), no_response",
+            ["kind"],
+            registry=r,
+        )
+        self.model_errors = Counter(
+            "debate_bot_model_errors",
+            "Dropped model turns by provider and class (timeout, rate_limited, ...)",
+            ["provider", "drop_class"],
+            registry=r,
+        )
         self.github_rate_remaining = Gauge(
             "debate_bot_github_rate_limit_remaining",
             "Last seen x-ratelimit-remaining",
@@ -68,8 +121,14 @@ class Metrics:
             registry=r,
         )
 
-    def watch_runs(self, counts: Callable[[], dict[str, int]]) -> None:
+    def watch_runs(
+        self,
+        counts: Callable[[], dict[str, int]],
+        health: Callable[[], dict[str, float]] | None = None,
+    ) -> None:
         self.registry.register(_RunStates(counts))
+        if health is not None:
+            self.registry.register(_RunHealth(health))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

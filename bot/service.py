@@ -16,7 +16,7 @@ from bot.errors import ConfigError
 from bot.github.gateway import GitHubGateway
 from bot.llm.router import ModelRouter
 from bot.logs import configure_logging, get_logger
-from bot.metrics import Metrics
+from bot.metrics import Metrics, github_error_kind
 from bot.store import RunStore
 from bot.worker.context import Services
 from bot.worker.pool import Worker
@@ -43,6 +43,8 @@ def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Ser
 
     def on_request(method: str, route: str, status: int) -> None:
         metrics.github_calls.labels(method, route, str(status)).inc()
+        if kind := github_error_kind(status):
+            metrics.github_errors.labels(kind).inc()
         for installation, remaining in gateway.rate_limits.items():
             metrics.github_rate_remaining.labels(str(installation)).set(remaining)
 
@@ -53,7 +55,7 @@ def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Ser
 async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
     store = open_store(settings)
     metrics = Metrics()
-    metrics.watch_runs(store.counts_by_state)
+    metrics.watch_runs(store.counts_by_state, store.run_health)
     wake = lambda: None  # noqa: E731
     svc: Services | None = None
     if worker:

@@ -643,6 +643,31 @@ class RunStore(ScheduleQueries):
             counts.update({state: n for state, n in rows})
         return counts
 
+    def run_health(self) -> dict[str, float]:
+        """What an operator alerts on, read at scrape time: the age of the oldest
+        queued run, running runs whose lease lapsed (their worker died; another
+        resumes them), and active runs already on a second or later attempt."""
+        r = runs.c
+        now = self._now()
+        with self._read("run_health") as conn:
+            oldest = conn.execute(
+                sa.select(sa.func.min(r.created_at)).where(r.state == "queued")
+            ).scalar()
+            expired = conn.execute(
+                sa.select(sa.func.count()).where(r.state == "running", r.lease_expires_at < now)
+            ).scalar()
+            resumed = conn.execute(
+                sa.select(sa.func.count()).where(r.state.in_(ACTIVE_RUN_STATES), r.attempts > 1)
+            ).scalar()
+        if isinstance(oldest, str):  # SQLite hands the aggregate back as text
+            oldest = datetime.fromisoformat(oldest).replace(tzinfo=UTC)
+        age = (now - oldest).total_seconds() if isinstance(oldest, datetime) else 0.0
+        return {
+            "oldest_queued_age_seconds": max(0.0, age),
+            "expired_leases": float(expired or 0),
+            "resumed_active": float(resumed or 0),
+        }
+
     # -- turns ------------------------------------------------------------------
 
     def save_turn(self, run_id: str, turn: Turn) -> bool:

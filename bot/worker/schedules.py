@@ -126,7 +126,7 @@ async def _start(r: Responder, row: ScheduleRow) -> tuple[int | None, str | None
 
 async def schedule_loop(svc: Services, worker_id: str) -> None:
     """Due reviews every ``schedule_poll_s``, discovery every ``schedule_discovery_s``
-(and at start); a failed pass is logged and the next one tries again."""
+    (and at start); a failed pass is logged and the next one tries again."""
     respond = Responder(svc)
     discovered_at: float | None = None
     while True:

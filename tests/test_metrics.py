@@ -1,0 +1,85 @@
+"""The figures an operator alerts on, as /metrics renders them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.metrics import Metrics, github_error_kind
+from bot.store import RunStore
+from tests.harness.engine import spec_for
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[tuple[RunStore, Clock]]:
+    clock = Clock()
+    s = RunStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", clock=clock)
+    s.migrate()
+    yield s, clock
+    s.dispose()
+
+
+def test_run_health_at_scrape_time(store: tuple[RunStore, Clock]) -> None:
+    s, clock = store
+    assert s.run_health() == {
+        "oldest_queued_age_seconds": 0.0,
+        "expired_leases": 0.0,
+        "resumed_active": 0.0,
+    }
+    spec = spec_for("debate")
+    s.create_run(repo="o/r", issue_number=1, spec=spec)  # will lapse
+    clock.now += timedelta(seconds=1)
+    s.create_run(repo="o/r", issue_number=2, spec=spec)  # stays queued
+    clock.now += timedelta(minutes=10)
+    claimed = s.claim_run("w1", lease_s=30)
+    assert claimed is not None and claimed.issue_number == 1
+    clock.now += timedelta(minutes=1)  # w1 died: its lease lapsed
+    health = s.run_health()
+    assert health["oldest_queued_age_seconds"] == pytest.approx(660.0)
+    assert health["expired_leases"] == 1.0 and health["resumed_active"] == 0.0
+    assert s.claim_run("w2", lease_s=30) is not None  # resumed by another worker
+
+    metrics = Metrics()
+    metrics.watch_runs(s.counts_by_state, s.run_health)
+    text = metrics.render().decode()
+    assert "debate_bot_runs_oldest_queued_age_seconds 660.0" in text
+    assert "debate_bot_runs_expired_leases 0.0" in text
+    assert "debate_bot_runs_resumed_active 1.0" in text
+
+
+def test_a_scrape_survives_a_database_that_is_down(store: tuple[RunStore, Clock]) -> None:
+    s, _ = store
+
+    def down() -> dict[str, float]:
+        raise OSError("connection refused")
+
+    metrics = Metrics()
+    metrics.watch_runs(s.counts_by_state, down)
+    assert b"debate_bot_runs{" in metrics.render()
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (0, "no_response"),
+        (403, "rate_limited"),
+        (429, "rate_limited"),
+        (502, "server"),
+        (422, "client"),
+        (404, None),
+        (201, None),
+    ],
+)
+def test_github_error_classes(status: int, kind: str | None) -> None:
+    assert github_error_kind(status) == kind
