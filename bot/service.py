@@ -48,7 +48,12 @@ def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Ser
         for installation, remaining in gateway.rate_limits.items():
             metrics.github_rate_remaining.labels(str(installation)).set(remaining)
 
-    gateway = GitHubGateway(settings, on_request=on_request)
+    # Several processes share one PostgreSQL: they pace each installation's writes
+    # together; the single SQLite process paces in memory.
+    shared = store.engine.dialect.name == "postgresql"
+    gateway = GitHubGateway(
+        settings, on_request=on_request, write_slots=store.reserve_write if shared else None
+    )
     return Services(settings, store, gateway, ModelRouter(settings), metrics)
 
 

@@ -4,6 +4,10 @@ GitHub's secondary limits on content creation are about 80 requests a minute and
 500 an hour, and its best practices ask for at least a second between mutating
 requests. A ``WritePacer`` serialises writes and keeps them at least
 ``interval_s`` apart; clock and sleep are injected so tests need not wait.
+
+With several processes (PostgreSQL), ``reserve`` hands the decision to the
+database, which spaces the installation's writes across all of them and holds
+the per-minute and per-hour limits too (bot/store/pacing.py).
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ class WritePacer:
         *,
         clock: Callable[[], float],
         sleep: Callable[[float], Awaitable[None]],
+        reserve: Callable[[], Awaitable[float]] | None = None,
     ) -> None:
         self.interval_s = max(0.0, interval_s)
+        self._reserve = reserve
         self._clock = clock
         self._sleep = sleep
         self._lock = asyncio.Lock()
@@ -28,6 +34,12 @@ class WritePacer:
 
     async def wait_turn(self) -> float:
         """Wait until the next write may start; returns the seconds waited."""
+        if self._reserve is not None:
+            async with self._lock:  # one reservation at a time from this process
+                delay = await self._reserve()
+                if delay > 0:
+                    await self._sleep(delay)
+                return delay
         if self.interval_s == 0:
             return 0.0
         async with self._lock:

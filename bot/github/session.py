@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
 import httpx
 import pydantic
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
@@ -224,10 +225,14 @@ class GitHubSession:
         timeout_s: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
         actions_token: str | None = None,
+        write_slots: Callable[[int, float], float] | None = None,
     ) -> None:
         # In a GitHub Actions job (`debate-bot action`) the job's token stands in
         # for the installation token; there is no app key and no app endpoint.
         self._actions_token = actions_token
+        # Shared pacing (PostgreSQL): reserves a write slot in the database; blocking,
+        # so it runs in a thread.
+        self._write_slots = write_slots
         pem = "" if actions_token else _app_key(settings)
 
         self.api_url = settings.github_api_url.rstrip("/")
@@ -292,10 +297,25 @@ class GitHubSession:
     async def aclose(self) -> None:
         await self._transport.really_close()
 
+    def _reserver(self, installation_id: int) -> Callable[[], Awaitable[float]]:
+        slots = self._write_slots
+        assert slots is not None
+        interval = self._write_interval_s
+
+        async def reserve() -> float:
+            return await anyio.to_thread.run_sync(slots, installation_id, interval)
+
+        return reserve
+
     def _state(self, installation_id: int) -> _InstallationState:
         state = self._states.get(installation_id)
         if state is None:
-            pacer = WritePacer(self._write_interval_s, clock=self._clock, sleep=self._sleep)
+            pacer = WritePacer(
+                self._write_interval_s,
+                clock=self._clock,
+                sleep=self._sleep,
+                reserve=None if self._write_slots is None else self._reserver(installation_id),
+            )
             state = _InstallationState(pacer=pacer)
             self._states[installation_id] = state
         return state

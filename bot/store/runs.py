@@ -28,6 +28,7 @@ from bot.debate.types import DebateSpec, DropClass, Phase, Turn, TurnKey, TurnSt
 from bot.errors import ActiveRunExists, RunNotFound, StoreError
 from bot.store.codec import spec_from_json, spec_to_json, to_json
 from bot.store.engine import READ_ONLY, create_engine
+from bot.store.pacing import PacingQueries
 from bot.store.rows import (
     CommentKind,
     CommentRecord,
@@ -72,7 +73,7 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class RunStore(ScheduleQueries):
+class RunStore(ScheduleQueries, PacingQueries):
     def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
         self._delivery_stmts: tuple[sa.Executable, sa.Executable] | None = None
         self.engine = engine

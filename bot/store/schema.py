@@ -232,3 +232,14 @@ redelivery_scans = sa.Table(
     sa.Column("seen_until", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
 )
+
+# GitHub write pacing shared by all processes, per installation (bot/store/pacing.py).
+github_pacing = sa.Table(
+    "github_pacing",
+    metadata,
+    sa.Column("installation_id", sa.BigInteger, primary_key=True),
+    sa.Column("next_at", UTCDateTime, nullable=False),  # the earliest next write
+    sa.Column("minute_tokens", sa.Float, nullable=False),
+    sa.Column("hour_tokens", sa.Float, nullable=False),
+    sa.Column("tokens_at", UTCDateTime, nullable=False),  # when the buckets were counted
+)

@@ -1,0 +1,90 @@
+"""GitHub write pacing shared by every process, per installation (PostgreSQL).
+
+A mixin of ``RunStore``. Each content-creating request first reserves a slot
+here, in one transaction that locks the installation's row, so however many
+workers run, an installation's writes stay at least ``interval_s`` apart and
+within GitHub's secondary limits (80 a minute, 500 an hour). Two token buckets
+hold the limits: a bucket of capacity C refilled at rate r lets through at most
+C + r·T writes in any window T, so half of each limit as capacity and half as
+refill keeps every window of a minute (or an hour) within the limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
+from typing import Final
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from bot.store.schema import github_pacing
+
+# (capacity, seconds for the bucket to refill completely): see the module docstring.
+PER_MINUTE: Final = (40.0, 60.0)
+PER_HOUR: Final = (250.0, 3600.0)
+
+
+def _refilled(tokens: float, since: datetime, at: datetime, bucket: tuple[float, float]) -> float:
+    capacity, period = bucket
+    return min(capacity, tokens + (at - since).total_seconds() * capacity / period)
+
+
+def _ready_at(tokens: float, at: datetime, bucket: tuple[float, float]) -> datetime:
+    """When the bucket, holding ``tokens`` at ``at``, next holds a whole token."""
+    if tokens >= 1.0:
+        return at
+    capacity, period = bucket
+    return at + timedelta(seconds=(1.0 - tokens) * period / capacity)
+
+
+class PacingQueries:
+    # Provided by RunStore.
+    _now: Callable[[], datetime]
+    _write: Callable[[str], AbstractContextManager[Connection]]
+    _insert: Callable[[sa.Table], postgresql.Insert | sqlite.Insert]
+
+    def reserve_write(self, installation_id: int, interval_s: float) -> float:
+        """Reserve the installation's next write slot; returns the seconds to wait."""
+        p = github_pacing.c
+        now = self._now()
+        with self._write("reserve_write") as conn:
+            conn.execute(
+                self._insert(github_pacing)
+                .values(
+                    installation_id=installation_id,
+                    next_at=now,
+                    minute_tokens=PER_MINUTE[0],
+                    hour_tokens=PER_HOUR[0],
+                    tokens_at=now,
+                )
+                .on_conflict_do_nothing(index_elements=[p.installation_id])
+            )
+            row = conn.execute(
+                sa.select(github_pacing)
+                .where(p.installation_id == installation_id)
+                .with_for_update()
+            ).one()
+            next_at: datetime = row.next_at
+            counted_at: datetime = row.tokens_at
+            slot = max(now, next_at)
+            minute = _refilled(float(row.minute_tokens), counted_at, slot, PER_MINUTE)
+            hour = _refilled(float(row.hour_tokens), counted_at, slot, PER_HOUR)
+            later = max(_ready_at(minute, slot, PER_MINUTE), _ready_at(hour, slot, PER_HOUR))
+            if later > slot:
+                minute = _refilled(minute, slot, later, PER_MINUTE)
+                hour = _refilled(hour, slot, later, PER_HOUR)
+                slot = later
+            conn.execute(
+                sa.update(github_pacing)
+                .where(p.installation_id == installation_id)
+                .values(
+                    next_at=slot + timedelta(seconds=max(0.0, interval_s)),
+                    minute_tokens=minute - 1.0,
+                    hour_tokens=hour - 1.0,
+                    tokens_at=slot,
+                )
+            )
+        return (slot - now).total_seconds()
