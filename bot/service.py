@@ -18,6 +18,7 @@ from bot.llm.router import ModelRouter
 from bot.logs import configure_logging, get_logger
 from bot.metrics import Metrics, github_error_kind
 from bot.store import RunStore
+from bot.store.notify import listen_for_work
 from bot.worker.context import Services
 from bot.worker.pool import Worker
 from bot.worker.schedules import schedule_loop
@@ -78,6 +79,8 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
             w = Worker(svc)
             wake = w.wake
             tg.start_soon(w.run)
+            if store.engine.dialect.name == "postgresql":  # other processes queue work too
+                tg.start_soon(listen_for_work, settings.database_url, w.wake)
             tg.start_soon(schedule_loop, svc, w.id)
         if web:
             if settings.webhook_proxy_url:

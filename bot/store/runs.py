@@ -28,6 +28,7 @@ from bot.debate.types import DebateSpec, DropClass, Phase, Turn, TurnKey, TurnSt
 from bot.errors import ActiveRunExists, RunNotFound, StoreError
 from bot.store.codec import spec_from_json, spec_to_json, to_json
 from bot.store.engine import READ_ONLY, create_engine
+from bot.store.notify import notify_work
 from bot.store.pacing import PacingQueries
 from bot.store.rows import (
     CommentKind,
@@ -186,6 +187,7 @@ class RunStore(ScheduleQueries, PacingQueries):
             # One multi-row INSERT … ON CONFLICT DO NOTHING RETURNING: the ids it
             # returns are the new ones; only the rest need the (rare) retry check.
             inserted = {r[0] for r in conn.execute(insert, rows)}
+            notify_work(conn)
             results: list[bool] = []
             seen: set[str] = set()
             for row in rows:
@@ -378,6 +380,7 @@ class RunStore(ScheduleQueries, PacingQueries):
                         .mappings()
                         .one()
                     )
+                    notify_work(conn)
                 return RunRow.from_mapping(row)
             except StoreError as exc:
                 if not isinstance(exc.__cause__, IntegrityError):
@@ -516,6 +519,7 @@ class RunStore(ScheduleQueries, PacingQueries):
                 .mappings()
                 .first()
             )
+            notify_work(conn)  # a waiting run was queued again: a worker ends it
         return RunRow.from_mapping(row) if row is not None else None
 
     # -- installations -----------------------------------------------------------
@@ -616,6 +620,7 @@ class RunStore(ScheduleQueries, PacingQueries):
                 .where(runs.c.id == run_id, runs.c.state == "waiting")
                 .values(**values)
             )
+            notify_work(conn)
         return result.rowcount == 1
 
     @staticmethod
