@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import signal
+from collections.abc import Iterator
 
 import anyio
 import uvicorn
@@ -30,6 +32,15 @@ def open_store(settings: Settings) -> RunStore:
     if store.engine.dialect.name == "sqlite":
         store.migrate()
     return store
+
+
+class _Server(uvicorn.Server):
+    """Signals are the service's (the worker drains first), not uvicorn's: uvicorn
+    would re-raise SIGTERM after its shutdown and kill the process mid-drain."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Services:
@@ -64,6 +75,9 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
             svc = build_services(settings, store, metrics)
     if web and settings.webhook_secret is None:
         log.warning("webhooks.refused", reason="DEBATE_BOT_WEBHOOK_SECRET is not set")
+    stop = anyio.Event()
+    w: Worker | None = None
+    server: uvicorn.Server | None = None
     async with anyio.create_task_group() as tg:
         if svc is not None:
             w = Worker(svc)
@@ -84,14 +98,41 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
                 access_log=False,
                 lifespan="off",
             )
-            server = uvicorn.Server(config)
+            server = _Server(config)
             log.info("web.listening", host=settings.host, port=settings.port)
-            await server.serve()  # returns on SIGINT/SIGTERM
-            tg.cancel_scope.cancel()
+            tg.start_soon(_serve_web, server, stop)
+        tg.start_soon(_on_signals, stop, w)
+        await stop.wait()
+        # SIGTERM: stop taking webhooks, drain the worker (in-flight model calls
+        # finish within the grace, their runs are handed back), then end the rest.
+        if server is not None:
+            server.should_exit = True
+        if w is not None:
+            w.stop()
+            await w.stopped.wait()
+        tg.cancel_scope.cancel()
     if svc is not None:
         await svc.gateway.aclose()
         await svc.router.aclose()
     store.dispose()
+
+
+async def _serve_web(server: uvicorn.Server, stop: anyio.Event) -> None:
+    await server.serve()  # returns once should_exit is set (or it failed to start)
+    stop.set()
+
+
+async def _on_signals(stop: anyio.Event, worker: Worker | None) -> None:
+    """The first SIGTERM/SIGINT starts the graceful stop; another cuts the grace short."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+        async for signum in received:
+            name = signal.Signals(signum).name
+            if not stop.is_set():
+                log.info("service.stopping", signal=name)
+                stop.set()
+            elif worker is not None:
+                log.warning("service.hurried", signal=name)
+                worker.hurry()
 
 
 def run_service(settings: Settings, *, web: bool, worker: bool) -> None:

@@ -8,10 +8,12 @@ endpoint from the server settings (a named endpoint shadows a built-in name).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from types import TracebackType
 from typing import Self, cast
 
+import anyio
 import httpx
 from pydantic import SecretStr
 
@@ -53,6 +55,9 @@ class ModelRouter:
         self._providers: dict[str, Provider] = {}
         available = {"scripted"}
         limit = max(1, settings.provider_max_concurrency)
+        # A provider's limit lives in the provider (held per HTTP attempt, not across
+        # backoff waits); `provider_concurrency` tunes it by name.
+        limits = settings.provider_concurrency
 
         openai_key = _secret(settings.openai_api_key)
         openai = OpenAIProvider(
@@ -60,7 +65,7 @@ class ModelRouter:
             api_key=openai_key,
             client=self._client,
             policy=policy,
-            max_concurrency=limit,
+            max_concurrency=limits.get("openai", limit),
         )
         self._providers["openai"] = openai
         for alias in OPENAI_COMPATIBLE_ALIASES:
@@ -77,7 +82,7 @@ class ModelRouter:
             api_key=anthropic_key,
             client=self._client,
             policy=policy,
-            max_concurrency=limit,
+            max_concurrency=limits.get("anthropic", limit),
         )
         if anthropic_key:
             available.add("anthropic")
@@ -85,9 +90,18 @@ class ModelRouter:
         self._providers["scripted"] = ScriptedProvider(scripted_responder)
 
         for name, endpoint in settings.endpoints.items():
+            endpoint = endpoint.model_copy(
+                update={"max_concurrency": limits.get(name, endpoint.max_concurrency)}
+            )
             self._providers[name] = self._endpoint_provider(name, endpoint, policy)
             available.add(name)
         self._available = frozenset(available)
+        # Resolved now: a typo'd model limit would silently limit nothing.
+        self._model_limits = {
+            "/".join(self.resolve(ref)): n for ref, n in settings.model_concurrency.items()
+        }
+        # One limiter per limited model, made on first use (inside the event loop).
+        self._model_limiters: dict[str, anyio.CapacityLimiter] = {}
 
     def _endpoint_provider(self, name: str, endpoint: Endpoint, policy: RetryPolicy) -> Provider:
         key = _secret(endpoint.api_key)
@@ -147,9 +161,10 @@ class ModelRouter:
                 last_class = "unavailable"
                 continue
             try:
-                completion = await self._providers[provider_name].generate(
-                    model, request.prompt, request.max_output_tokens
-                )
+                async with self._model_slot(f"{provider_name}/{model}"):
+                    completion = await self._providers[provider_name].generate(
+                        model, request.prompt, request.max_output_tokens
+                    )
             except ModelError as exc:
                 last_class = _drop_class(exc.drop_class)
                 log.warning(
@@ -197,6 +212,16 @@ class ModelRouter:
             status="dropped",
             drop_class=last_class,
         )
+
+    def _model_slot(self, ref: str) -> contextlib.AbstractAsyncContextManager[object]:
+        """The model's limiter, or nothing for a model without its own limit."""
+        total = self._model_limits.get(ref)
+        if total is None:
+            return contextlib.nullcontext()
+        limiter = self._model_limiters.get(ref)
+        if limiter is None:
+            limiter = self._model_limiters[ref] = anyio.CapacityLimiter(total)
+        return limiter
 
     async def aclose(self) -> None:
         await self._client.aclose()
