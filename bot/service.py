@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import anyio
 import uvicorn
+from anyio.abc import TaskStatus
 
 from bot.app.main import create_app
 from bot.app.proxy import follow_channel
@@ -82,6 +83,8 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
         if svc is not None:
             w = Worker(svc)
             wake = w.wake
+        await tg.start(_on_signals, stop, w)
+        if w is not None:
             tg.start_soon(w.run)
         if web:
             if settings.webhook_proxy_url:
@@ -101,7 +104,6 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
             server = _Server(config)
             log.info("web.listening", host=settings.host, port=settings.port)
             tg.start_soon(_serve_web, server, stop)
-        tg.start_soon(_on_signals, stop, w)
         await stop.wait()
         # SIGTERM: stop taking webhooks, drain the worker (in-flight model calls
         # finish within the grace, their runs are handed back), then end the rest.
@@ -122,9 +124,13 @@ async def _serve_web(server: uvicorn.Server, stop: anyio.Event) -> None:
     stop.set()
 
 
-async def _on_signals(stop: anyio.Event, worker: Worker | None) -> None:
+async def _on_signals(
+    stop: anyio.Event, worker: Worker | None, *, task_status: TaskStatus[None]
+) -> None:
     """The first SIGTERM/SIGINT starts the graceful stop; another cuts the grace short."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+        log.info("service.ready")  # signals handled from here on
+        task_status.started()
         async for signum in received:
             name = signal.Signals(signum).name
             if not stop.is_set():
