@@ -34,7 +34,7 @@ from typing import cast
 import httpx
 
 from benchmarks._support_models import model_server_process, verdict
-from benchmarks.common import print_table
+from benchmarks.common import print_table, process_cpu_seconds
 from bot.github.webhooks import sign
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.model_server import FakeModelServer
@@ -53,6 +53,7 @@ class Measured:
     states: dict[str, int]
     baseline_kb: int
     peak_kb: int
+    cpu_s: float  # the serve process's CPU time over the batch
 
     @property
     def growth_mb_per_run(self) -> float:
@@ -140,7 +141,9 @@ def measure(tmp: Path, models_url: str, n: int, timeout_s: float) -> Measured:
                 ),
                 "DEBATE_BOT_GITHUB_WRITE_INTERVAL_S": "1.0",  # the default pacing
                 "DEBATE_BOT_LEASE_S": "60",
-                "DEBATE_BOT_LOG_LEVEL": "WARNING",
+                "DEBATE_BOT_WORKER_POLL_S": "1.0",  # the default; wake-ups do the rest
+                "DEBATE_BOT_INTAKE_CONCURRENCY": "64",
+                "DEBATE_BOT_LOG_LEVEL": "INFO",
             }
         )
         db = tmp / "bot.db"
@@ -167,12 +170,14 @@ def measure(tmp: Path, models_url: str, n: int, timeout_s: float) -> Measured:
 
             run_batch(0, 1)  # warm-up: code paths loaded, pools open
             baseline = status_kb(pid, "VmRSS")
+            cpu0 = process_cpu_seconds(pid) or 0.0
             makespan = run_batch(1, n)
+            cpu = (process_cpu_seconds(pid) or 0.0) - cpu0
             peak = status_kb(pid, "VmHWM")
             final = states(db)
         finally:
             h.stop()
-    return Measured(n, makespan, final, baseline, peak)
+    return Measured(n, makespan, final, baseline, peak, cpu)
 
 
 def main(argv: list[str]) -> int:
@@ -216,12 +221,22 @@ def main(argv: list[str]) -> int:
                 f"{m.baseline_kb / 1024:.0f}",
                 f"{m.peak_kb / 1024:.0f}",
                 f"{m.growth_mb_per_run:.2f}",
+                f"{m.cpu_s / m.makespan_s:.0%}",
                 state,
             ]
         )
     print_table(
         "Concurrent runs: makespan(N) ÷ wall(1), peak RSS growth per run",
-        ["N", "makespan (s)", "÷ wall(1)", "RSS base (MB)", "peak (MB)", "MB/run", "runs"],
+        [
+            "N",
+            "makespan (s)",
+            "÷ wall(1)",
+            "RSS base (MB)",
+            "peak (MB)",
+            "MB/run",
+            "serve CPU",
+            "runs",
+        ],
         rows,
     )
     status = 0

@@ -51,13 +51,20 @@ class ModelRouter:
             _check_base_url(f"endpoint {name!r} base_url", endpoint.base_url)
         policy = RetryPolicy.from_settings(settings)
         # One client (one connection pool) for every provider; timeouts are per request.
-        self._client = httpx.AsyncClient(transport=transport, timeout=policy.timeout_s)
-        self._providers: dict[str, Provider] = {}
-        available = {"scripted"}
-        limit = max(1, settings.provider_max_concurrency)
+        # The providers' limits bound the calls in flight, not httpx's default pool of
+        # 100 connections (a hundred runs of two personas would queue behind it);
+        # enough connections are kept alive for every provider at its limit.
         # A provider's limit lives in the provider (held per HTTP attempt, not across
         # backoff waits); `provider_concurrency` tunes it by name.
-        limits = settings.provider_concurrency
+        limits = _provider_limits(settings)
+        in_flight = sum(limits.values())
+        self._client = httpx.AsyncClient(
+            transport=transport,
+            timeout=policy.timeout_s,
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=in_flight),
+        )
+        self._providers: dict[str, Provider] = {}
+        available = {"scripted"}
 
         openai_key = _secret(settings.openai_api_key)
         openai = OpenAIProvider(
@@ -65,7 +72,7 @@ class ModelRouter:
             api_key=openai_key,
             client=self._client,
             policy=policy,
-            max_concurrency=limits.get("openai", limit),
+            max_concurrency=limits["openai"],
         )
         self._providers["openai"] = openai
         for alias in OPENAI_COMPATIBLE_ALIASES:
@@ -82,7 +89,7 @@ class ModelRouter:
             api_key=anthropic_key,
             client=self._client,
             policy=policy,
-            max_concurrency=limits.get("anthropic", limit),
+            max_concurrency=limits["anthropic"],
         )
         if anthropic_key:
             available.add("anthropic")
@@ -90,9 +97,7 @@ class ModelRouter:
         self._providers["scripted"] = ScriptedProvider(scripted_responder)
 
         for name, endpoint in settings.endpoints.items():
-            endpoint = endpoint.model_copy(
-                update={"max_concurrency": limits.get(name, endpoint.max_concurrency)}
-            )
+            endpoint = endpoint.model_copy(update={"max_concurrency": limits[name]})
             self._providers[name] = self._endpoint_provider(name, endpoint, policy)
             available.add(name)
         self._available = frozenset(available)
@@ -236,6 +241,15 @@ class ModelRouter:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _provider_limits(settings: Settings) -> dict[str, int]:
+    """Calls in flight allowed per provider (built-ins and named endpoints)."""
+    limit = max(1, settings.provider_max_concurrency)
+    limits = {"openai": limit, "anthropic": limit}
+    limits.update({name: e.max_concurrency for name, e in settings.endpoints.items()})
+    limits.update(settings.provider_concurrency)
+    return limits
 
 
 def _check_base_url(setting: str, url: str) -> None:
