@@ -9,6 +9,7 @@ endpoint from the server settings (a named endpoint shadows a built-in name).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from types import TracebackType
 from typing import Self, cast
@@ -34,6 +35,30 @@ DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 OPENAI_COMPATIBLE_ALIASES = ("ollama",)
 
 
+SHARD_CONNECTIONS = 32
+
+
+class ShardedTransport(httpx.AsyncBaseTransport):
+    """Connection pools of at most ``SHARD_CONNECTIONS`` each, requests dealt
+    round-robin. httpcore's pool scans every connection for every queued request
+    each time one starts or ends: with hundreds of calls in flight on one pool,
+    that scan was most of the worker's CPU."""
+
+    def __init__(self, in_flight: int) -> None:
+        shards = max(1, -(-in_flight // SHARD_CONNECTIONS))
+        size = -(-in_flight // shards)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=size)
+        self._shards = [httpx.AsyncHTTPTransport(limits=limits) for _ in range(shards)]
+        self._next = itertools.cycle(self._shards)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await next(self._next).handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for shard in self._shards:
+            await shard.aclose()
+
+
 class ModelRouter:
     def __init__(
         self,
@@ -50,18 +75,16 @@ class ModelRouter:
         for name, endpoint in settings.endpoints.items():
             _check_base_url(f"endpoint {name!r} base_url", endpoint.base_url)
         policy = RetryPolicy.from_settings(settings)
-        # One client (one connection pool) for every provider; timeouts are per request.
-        # The providers' limits bound the calls in flight, not httpx's default pool of
-        # 100 connections (a hundred runs of two personas would queue behind it);
-        # enough connections are kept alive for every provider at its limit.
+        # One client for every provider; timeouts are per request. The providers'
+        # limits bound the calls in flight, not httpx's default pool of 100
+        # connections (a hundred runs of two personas would queue behind it).
         # A provider's limit lives in the provider (held per HTTP attempt, not across
         # backoff waits); `provider_concurrency` tunes it by name.
         limits = _provider_limits(settings)
         in_flight = sum(limits.values())
         self._client = httpx.AsyncClient(
-            transport=transport,
+            transport=transport or ShardedTransport(in_flight),
             timeout=policy.timeout_s,
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=in_flight),
         )
         self._providers: dict[str, Provider] = {}
         available = {"scripted"}
