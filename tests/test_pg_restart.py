@@ -20,7 +20,13 @@ from pathlib import Path
 import pytest
 
 from bot.store import RunStore
-from tests.harness.scenarios import MARKER, bot_markers, command, never_converge, seed_issue
+from tests.harness.scenarios import (
+    bot_markers,
+    command,
+    never_converge,
+    posted_rounds,
+    seed_issue,
+)
 from tests.harness.service import Harness, Service, free_port
 
 
@@ -121,10 +127,7 @@ def test_runs_survive_a_postgres_restart(harness: Harness, private_pg: PrivatePo
         for number in issues:
             markers = bot_markers(h, number)
             assert len(markers) == len(set(markers)), f"duplicate comments: {markers}"
-            rounds = sorted(
-                int(m.group(3)) for m in map(MARKER.match, markers) if m and m.group(1) == "round"
-            )
-            assert rounds == [1, 2, 3], rounds
+            assert posted_rounds(h, number) == [1, 2, 3]
             assert sum("debate-bot:verdict" in m for m in markers) == 1
         counts = store.delivery_counts_by_state()
         assert counts["done"] == sum(counts.values()) == len(issues), counts

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from tests.harness.scenarios import (
-    MARKER,
+    assert_thread_complete,
     bot_markers,
     command,
     finished,
@@ -20,7 +20,7 @@ from tests.harness.scenarios import (
     seed_issue,
     stored_turns,
 )
-from tests.harness.service import REPO, Harness, Service
+from tests.harness.service import Harness, Service
 
 # A resume that waited for this lease to lapse would outlast every wait below.
 LONG_LEASE = {"DEBATE_BOT_LEASE_S": "600"}
@@ -45,19 +45,6 @@ def terminate(svc: Service, timeout: float) -> int:
         raise AssertionError("the process did not exit within the grace") from None
     svc.proc = None
     return code
-
-
-def assert_thread_complete(h: Harness, number: int, comment_id: int) -> None:
-    [(_, state, kind)] = runs(h)
-    assert (state, kind) == ("done", "verdict")
-    markers = bot_markers(h, number)
-    assert len(markers) == len(set(markers)), f"duplicate comments: {markers}"
-    rounds = sorted(
-        int(m.group(3)) for m in map(MARKER.match, markers) if m and m.group(1) == "round"
-    )
-    assert rounds == list(range(1, rounds[-1] + 1)) and rounds[-1] >= 3, rounds
-    assert sum("debate-bot:verdict" in m for m in markers) == 1
-    assert "rocket" in h.github.reactions(REPO, comment_id=comment_id)
 
 
 def test_sigterm_on_serve_drains_and_another_process_resumes_at_once(harness: Harness) -> None:
