@@ -15,6 +15,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PositiveInt,
     SecretStr,
     ValidationError,
     field_validator,
@@ -86,7 +87,9 @@ class Settings(BaseSettings):
     github_write_interval_s: float = 1.0  # pacing of content-creating calls per installation
 
     max_webhook_bytes: int = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
-    worker_concurrency: int = 4
+    # Runs one worker process drives at once; model calls are bounded separately
+    # (provider and model limits below), GitHub writes by per-installation pacing.
+    worker_concurrency: int = 64
     worker_poll_s: float = 1.0
     # How often a worker looks for due scheduled design reviews (and re-reads which
     # repositories ask for them).
@@ -95,6 +98,18 @@ class Settings(BaseSettings):
     # (one request per repository: kept rare for the rate limit).
     schedule_discovery_s: float = 6 * 3600.0
     lease_s: float = 60.0
+    # Deliveries processed at once per worker (each holds its payload, up to 25 MB).
+    intake_concurrency: int = 16
+    # Calls in flight per provider name (built-in or endpoint), overriding
+    # provider_max_concurrency / the endpoint's max_concurrency: {"openai": 32}.
+    provider_concurrency: dict[str, PositiveInt] = Field(default_factory=dict)
+    # Calls in flight per model reference, on top of its provider's limit:
+    # {"anthropic/claude-opus-4-1": 4}. Unlisted models share only the provider's.
+    model_concurrency: dict[str, PositiveInt] = Field(default_factory=dict)
+    # SIGTERM: stop claiming, let in-flight model calls finish for this long, store
+    # their turns, hand the runs back. The Helm chart's terminationGracePeriodSeconds
+    # must exceed it.
+    shutdown_grace_s: float = Field(default=20.0, ge=0)
 
     # Failed webhook deliveries asked of GitHub again (bot/app/redeliver.py) by
     # processes that run `web`: at start, then every interval (0: never); looking

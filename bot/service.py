@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import signal
+import sys
+from collections.abc import Iterator
 
 import anyio
 import uvicorn
+from anyio.abc import TaskStatus
 
 from bot.app.main import create_app
 from bot.app.proxy import follow_channel
@@ -35,6 +40,15 @@ def open_store(settings: Settings) -> RunStore:
     return store
 
 
+class _Server(uvicorn.Server):
+    """Signals are the service's (the worker drains first), not uvicorn's: uvicorn
+    would re-raise SIGTERM after its shutdown and kill the process mid-drain."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Services:
     if settings.app_id is None or settings.private_key_pem() is None:
         raise ConfigError(
@@ -58,7 +72,17 @@ def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Ser
     return Services(settings, store, gateway, ModelRouter(settings), metrics)
 
 
+def _skip_missing_sniffio() -> None:
+    """httpcore tries `import sniffio` on every request and falls back to asyncio
+    when it is missing; each failed import searches sys.path again (a fifth of
+    the worker's CPU with a hundred runs in flight). A None entry makes the
+    failure immediate; nothing is lost, the module is not there."""
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
+
+
 async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
+    _skip_missing_sniffio()
     store = open_store(settings)
     metrics = Metrics()
     metrics.watch_runs(store.counts_by_state, store.run_health)
@@ -74,14 +98,19 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
             svc = build_services(settings, store, metrics)
     if web and settings.webhook_secret is None:
         log.warning("webhooks.refused", reason="DEBATE_BOT_WEBHOOK_SECRET is not set")
+    stop = anyio.Event()
+    w: Worker | None = None
+    server: uvicorn.Server | None = None
     async with anyio.create_task_group() as tg:
         if svc is not None:
             w = Worker(svc)
             wake = w.wake
+        await tg.start(_on_signals, stop, w)
+        if w is not None:
             tg.start_soon(w.run)
             if store.engine.dialect.name == "postgresql":  # other processes queue work too
                 tg.start_soon(listen_for_work, settings.database_url, w.wake)
-            tg.start_soon(schedule_loop, svc, w.id)
+            tg.start_soon(schedule_loop, w.svc, w.id)
         if web:
             if settings.webhook_proxy_url:
                 log.info("proxy.enabled")  # the channel URL is a secret of sorts: not logged
@@ -97,18 +126,48 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
                 access_log=False,
                 lifespan="off",
             )
-            server = uvicorn.Server(config)
+            web_server = server = _Server(config)
             gateway = svc.gateway if svc is not None else None
             tg.start_soon(
-                redeliver_forever, settings, store, metrics, gateway, lambda: server.started
+                redeliver_forever, settings, store, metrics, gateway, lambda: web_server.started
             )
             log.info("web.listening", host=settings.host, port=settings.port)
-            await server.serve()  # returns on SIGINT/SIGTERM
-            tg.cancel_scope.cancel()
+            tg.start_soon(_serve_web, server, stop)
+        await stop.wait()
+        # SIGTERM: stop taking webhooks, drain the worker (in-flight model calls
+        # finish within the grace, their runs are handed back), then end the rest.
+        if server is not None:
+            server.should_exit = True
+        if w is not None:
+            w.stop()
+            await w.stopped.wait()
+        tg.cancel_scope.cancel()
     if svc is not None:
         await svc.gateway.aclose()
         await svc.router.aclose()
     store.dispose()
+
+
+async def _serve_web(server: uvicorn.Server, stop: anyio.Event) -> None:
+    await server.serve()  # returns once should_exit is set (or it failed to start)
+    stop.set()
+
+
+async def _on_signals(
+    stop: anyio.Event, worker: Worker | None, *, task_status: TaskStatus[None]
+) -> None:
+    """The first SIGTERM/SIGINT starts the graceful stop; another cuts the grace short."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+        log.info("service.ready")  # signals handled from here on
+        task_status.started()
+        async for signum in received:
+            name = signal.Signals(signum).name
+            if not stop.is_set():
+                log.info("service.stopping", signal=name)
+                stop.set()
+            elif worker is not None:
+                log.warning("service.hurried", signal=name)
+                worker.hurry()
 
 
 def run_service(settings: Settings, *, web: bool, worker: bool) -> None:

@@ -319,6 +319,22 @@ def test_termination_grace_period_is_a_value(rendered) -> None:
         assert pod_spec(dep)["terminationGracePeriodSeconds"] == 75
 
 
+def test_kubernetes_waits_out_the_workers_drain() -> None:
+    # SIGKILL must not land before the drain (grace) plus a margin to store turns
+    # and release leases; the chart's grace must be the bot's default.
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    grace = values["config"]["shutdownGraceS"]
+    assert grace == Settings().shutdown_grace_s
+    assert values["terminationGracePeriodSeconds"] >= grace + 5
+    docs = render({})
+    (cm,) = of_kind(docs, "ConfigMap")
+    assert float(cm["data"]["DEBATE_BOT_SHUTDOWN_GRACE_S"]) == grace
+    for dep in of_kind(docs, "Deployment"):
+        assert pod_spec(dep)["terminationGracePeriodSeconds"] >= grace + 5
+    with pytest.raises(Exception, match="shutdownGraceS"):
+        render({"terminationGracePeriodSeconds": 30, "config": {"shutdownGraceS": 28}})
+
+
 def test_defaults_and_optional_parts() -> None:
     chart_meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert chart_meta["apiVersion"] == "v2"

@@ -5,16 +5,15 @@ from __future__ import annotations
 import time
 
 from tests.harness.scenarios import (
-    MARKER,
+    assert_thread_complete,
     bot_markers,
     command,
     finished,
     never_converge,
-    runs,
     seed_issue,
     stored_turns,
 )
-from tests.harness.service import REPO, Harness
+from tests.harness.service import Harness
 
 
 def test_killed_worker_resumes_without_duplicates_or_gaps(harness: Harness) -> None:
@@ -38,16 +37,7 @@ def test_killed_worker_resumes_without_duplicates_or_gaps(harness: Harness) -> N
     h.start()  # a new process; the lease (3 s) lapses and it resumes the run
     h.wait_for(lambda: finished(h), timeout=60, what="the resumed run to finish")
 
-    [(_, state, kind)] = runs(h)
-    assert (state, kind) == ("done", "verdict")
-    markers = bot_markers(h, number)
-    assert len(markers) == len(set(markers)), f"duplicate comments: {markers}"
-    rounds = sorted(
-        int(m.group(3)) for m in map(MARKER.match, markers) if m and m.group(1) == "round"
-    )
-    assert rounds == list(range(1, rounds[-1] + 1)) and rounds[-1] >= 3, rounds
-    assert sum(1 for m in markers if "debate-bot:verdict" in m) == 1
+    assert_thread_complete(h, number, comment_id)
     # No completed call is paid twice: only the calls in flight at the kill repeat.
     in_flight = paid_before - turns_before
     assert len(h.models.requests) <= stored_turns(h) + in_flight
-    assert "rocket" in h.github.reactions(REPO, comment_id=comment_id)

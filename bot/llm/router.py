@@ -8,10 +8,13 @@ endpoint from the server settings (a named endpoint shadows a built-in name).
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import time
 from types import TracebackType
 from typing import Self, cast
 
+import anyio
 import httpx
 from pydantic import SecretStr
 
@@ -32,6 +35,30 @@ DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 OPENAI_COMPATIBLE_ALIASES = ("ollama",)
 
 
+SHARD_CONNECTIONS = 32
+
+
+class ShardedTransport(httpx.AsyncBaseTransport):
+    """Connection pools of at most ``SHARD_CONNECTIONS`` each, requests dealt
+    round-robin. httpcore's pool scans every connection for every queued request
+    each time one starts or ends: with hundreds of calls in flight on one pool,
+    that scan was most of the worker's CPU."""
+
+    def __init__(self, in_flight: int) -> None:
+        shards = max(1, -(-in_flight // SHARD_CONNECTIONS))
+        size = -(-in_flight // shards)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=size)
+        self._shards = [httpx.AsyncHTTPTransport(limits=limits) for _ in range(shards)]
+        self._next = itertools.cycle(self._shards)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await next(self._next).handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for shard in self._shards:
+            await shard.aclose()
+
+
 class ModelRouter:
     def __init__(
         self,
@@ -48,11 +75,19 @@ class ModelRouter:
         for name, endpoint in settings.endpoints.items():
             _check_base_url(f"endpoint {name!r} base_url", endpoint.base_url)
         policy = RetryPolicy.from_settings(settings)
-        # One client (one connection pool) for every provider; timeouts are per request.
-        self._client = httpx.AsyncClient(transport=transport, timeout=policy.timeout_s)
+        # One client for every provider; timeouts are per request. The providers'
+        # limits bound the calls in flight, not httpx's default pool of 100
+        # connections (a hundred runs of two personas would queue behind it).
+        # A provider's limit lives in the provider (held per HTTP attempt, not across
+        # backoff waits); `provider_concurrency` tunes it by name.
+        limits = _provider_limits(settings)
+        in_flight = sum(limits.values())
+        self._client = httpx.AsyncClient(
+            transport=transport or ShardedTransport(in_flight),
+            timeout=policy.timeout_s,
+        )
         self._providers: dict[str, Provider] = {}
         available = {"scripted"}
-        limit = max(1, settings.provider_max_concurrency)
 
         openai_key = _secret(settings.openai_api_key)
         openai = OpenAIProvider(
@@ -60,7 +95,7 @@ class ModelRouter:
             api_key=openai_key,
             client=self._client,
             policy=policy,
-            max_concurrency=limit,
+            max_concurrency=limits["openai"],
         )
         self._providers["openai"] = openai
         for alias in OPENAI_COMPATIBLE_ALIASES:
@@ -77,7 +112,7 @@ class ModelRouter:
             api_key=anthropic_key,
             client=self._client,
             policy=policy,
-            max_concurrency=limit,
+            max_concurrency=limits["anthropic"],
         )
         if anthropic_key:
             available.add("anthropic")
@@ -85,9 +120,16 @@ class ModelRouter:
         self._providers["scripted"] = ScriptedProvider(scripted_responder)
 
         for name, endpoint in settings.endpoints.items():
+            endpoint = endpoint.model_copy(update={"max_concurrency": limits[name]})
             self._providers[name] = self._endpoint_provider(name, endpoint, policy)
             available.add(name)
         self._available = frozenset(available)
+        # Resolved now: a typo'd model limit would silently limit nothing.
+        self._model_limits = {
+            "/".join(self.resolve(ref)): n for ref, n in settings.model_concurrency.items()
+        }
+        # One limiter per limited model, made on first use (inside the event loop).
+        self._model_limiters: dict[str, anyio.CapacityLimiter] = {}
 
     def _endpoint_provider(self, name: str, endpoint: Endpoint, policy: RetryPolicy) -> Provider:
         key = _secret(endpoint.api_key)
@@ -147,9 +189,10 @@ class ModelRouter:
                 last_class = "unavailable"
                 continue
             try:
-                completion = await self._providers[provider_name].generate(
-                    model, request.prompt, request.max_output_tokens
-                )
+                async with self._model_slot(f"{provider_name}/{model}"):
+                    completion = await self._providers[provider_name].generate(
+                        model, request.prompt, request.max_output_tokens
+                    )
             except ModelError as exc:
                 last_class = _drop_class(exc.drop_class)
                 log.warning(
@@ -198,6 +241,16 @@ class ModelRouter:
             drop_class=last_class,
         )
 
+    def _model_slot(self, ref: str) -> contextlib.AbstractAsyncContextManager[object]:
+        """The model's limiter, or nothing for a model without its own limit."""
+        total = self._model_limits.get(ref)
+        if total is None:
+            return contextlib.nullcontext()
+        limiter = self._model_limiters.get(ref)
+        if limiter is None:
+            limiter = self._model_limiters[ref] = anyio.CapacityLimiter(total)
+        return limiter
+
     async def aclose(self) -> None:
         await self._client.aclose()
 
@@ -211,6 +264,15 @@ class ModelRouter:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _provider_limits(settings: Settings) -> dict[str, int]:
+    """Calls in flight allowed per provider (built-ins and named endpoints)."""
+    limit = max(1, settings.provider_max_concurrency)
+    limits = {"openai": limit, "anthropic": limit}
+    limits.update({name: e.max_concurrency for name, e in settings.endpoints.items()})
+    limits.update(settings.provider_concurrency)
+    return limits
 
 
 def _check_base_url(setting: str, url: str) -> None:

@@ -37,6 +37,10 @@ class Cancelled(Exception):
     pass
 
 
+class Draining(Exception):
+    """The worker is shutting down: stop between batches and hand the run back."""
+
+
 def persona_rounds(turns: Sequence[Turn]) -> list[tuple[int, int]]:
     """(tier, round) pairs that have persona turns, in order."""
     return sorted({(t.key.tier, t.key.round) for t in turns if t.key.phase in PERSONA_PHASES})
@@ -62,7 +66,7 @@ class RunDriver:
     on_turn: Callable[[Turn], None] = lambda turn: None
 
     async def drive(self) -> Outcome:
-        turns = self.store.load_turns(self.run.id)
+        turns = await anyio.to_thread.run_sync(self.store.load_turns, self.run.id)
         while True:
             await self.check_alive()
             step = next_step(self.spec, turns)
@@ -75,7 +79,8 @@ class RunDriver:
         async def one(index: int) -> None:
             turn = await self.router.complete(batch.requests[index])
             # Persist before anything else: a crash after this line never pays twice.
-            self.store.save_turn(self.run.id, turn)
+            # In a thread (off the event loop); a cancel still waits for the write.
+            await anyio.to_thread.run_sync(self.store.save_turn, self.run.id, turn)
             turns.append(turn)
             self.on_turn(turn)
 
@@ -117,4 +122,11 @@ def tokens_and_cost(turns: Sequence[Turn]) -> tuple[int, float]:
     return tokens, cost
 
 
-__all__ = ["Cancelled", "InstallationClient", "LeaseLost", "RunDriver", "tokens_and_cost"]
+__all__ = [
+    "Cancelled",
+    "Draining",
+    "InstallationClient",
+    "LeaseLost",
+    "RunDriver",
+    "tokens_and_cost",
+]

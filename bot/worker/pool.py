@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import orjson
+from anyio.abc import TaskGroup
 from structlog.contextvars import bound_contextvars
 
 from bot.debate.types import DebateSpec, Outcome, Turn
@@ -20,7 +21,7 @@ from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, RunRow
 from bot.worker.context import Services
-from bot.worker.driver import Cancelled, LeaseLost, RunDriver, tokens_and_cost
+from bot.worker.driver import Cancelled, Draining, LeaseLost, RunDriver, tokens_and_cost
 from bot.worker.finish import Finisher
 from bot.worker.publish import Publisher, Thread
 from bot.worker.respond import Responder
@@ -31,7 +32,6 @@ log = get_logger(__name__)
 
 MAX_ATTEMPTS = 5  # claims of one run (crashes, expired leases) before it is failed
 DELIVERY_LEASE_S = 300.0
-INTAKE_CONCURRENCY = 4
 DELIVERY_RETENTION = timedelta(days=7)
 PRUNE_EVERY_S = 3600.0
 
@@ -68,20 +68,48 @@ class Worker:
         self.respond = Responder(svc)
         self._wake = anyio.Event()
         self._slots = anyio.Semaphore(max(1, svc.settings.worker_concurrency))
-        self._intake_slots = anyio.Semaphore(INTAKE_CONCURRENCY)
+        self._intake_slots = anyio.Semaphore(max(1, svc.settings.intake_concurrency))
         self._issue_tails: dict[str, anyio.Event] = {}
         self._last_prune = -PRUNE_EVERY_S
+        # The drain (SIGTERM): claim nothing more, wait for the work in flight.
+        self._draining = False
+        self._in_flight = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+        self._hurried = False
+        self._grace: anyio.CancelScope | None = None  # the drain's wait, once it starts
+        self.stopped = anyio.Event()  # set when `run` has returned
 
     def wake(self) -> None:
         self._wake.set()
 
+    def stop(self) -> None:
+        """Begin the drain: claim nothing more; `run` returns once every run and
+        delivery in flight has finished or been handed back."""
+        self._draining = True
+        self._wake.set()
+
+    def hurry(self) -> None:
+        """Cut the grace short (a second signal): hand everything back now."""
+        self._draining = self._hurried = True
+        if self._grace is not None:
+            self._grace.cancel()
+        self._wake.set()
+
     async def run(self) -> None:
-        """Runs until cancelled. A store or GitHub outage is logged and waited out:
-        it never ends the loop (in `serve`, that would take the web server down too)."""
+        """Runs until cancelled or stopped (then drains). A store or GitHub outage is
+        logged and waited out: it never ends the loop (in `serve`, that would take the
+        web server down too)."""
+        try:
+            await self._loop()
+        finally:
+            self.stopped.set()
+
+    async def _loop(self) -> None:
         settings = self.svc.settings
         backoff = settings.worker_poll_s
         async with anyio.create_task_group() as tg:
-            while True:
+            while not self._draining:
                 self._wake = anyio.Event()
                 try:
                     await self.poll_once(tg)
@@ -91,6 +119,33 @@ class Worker:
                     backoff = min(max(backoff * 2, 1.0), 30.0)
                 with anyio.move_on_after(backoff):
                     await self._wake.wait()
+            await self._drain(tg)
+
+    async def _drain(self, tg: TaskGroup) -> None:
+        """Let the batches in flight finish (their turns are stored), up to the
+        grace; then cancel the rest. Each slot hands its run or delivery back on
+        the way out, so another worker takes it over at once, not at lease expiry."""
+        grace = self.svc.settings.shutdown_grace_s
+        log.info("worker.draining", in_flight=self._in_flight, grace_s=grace)
+        self._grace = anyio.CancelScope(deadline=anyio.current_time() + grace)
+        if self._hurried:
+            self._grace.cancel()
+        with self._grace:
+            await self._idle.wait()
+        if self._in_flight:
+            log.warning("worker.grace_expired", in_flight=self._in_flight)
+        tg.cancel_scope.cancel()
+
+    def _enter(self) -> None:
+        self._in_flight += 1
+        if self._idle.is_set():
+            self._idle = anyio.Event()
+
+    def _leave(self) -> None:
+        self._in_flight -= 1
+        if not self._in_flight:
+            self._idle.set()
+        self.wake()  # a slot is free: claim the next piece of work now, not at the next poll
 
     async def poll_once(self, tg: Any) -> None:
         store, lease = self.svc.store, self.svc.settings.lease_s
@@ -101,21 +156,23 @@ class Worker:
         # Deliveries run side by side (each may wait on GitHub), a few at a time,
         # but those about one issue run in arrival order: `/debate` then
         # `/debate cancel` must not be answered the other way round.
-        while self._intake_slots.value > 0:
+        while self._intake_slots.value > 0 and not self._draining:
             row = await anyio.to_thread.run_sync(store.claim_delivery, self.id, delivery_lease)
             if row is None:
                 break
             await self._intake_slots.acquire()
+            self._enter()
             key = issue_key(row.payload)
             before = self._issue_tails.get(key)
             done = anyio.Event()
             self._issue_tails[key] = done
             tg.start_soon(self._intake_slot, row, key, before, done)
-        while self._slots.value > 0:
+        while self._slots.value > 0 and not self._draining:
             run = await anyio.to_thread.run_sync(store.claim_run, self.id, lease)
             if run is None:
                 break
             await self._slots.acquire()
+            self._enter()
             tg.start_soon(self._drive_slot, run)
 
     async def _maybe_prune(self) -> None:
@@ -132,15 +189,20 @@ class Worker:
     async def _intake_slot(
         self, row: DeliveryRow, key: str, before: anyio.Event | None, done: anyio.Event
     ) -> None:
+        processed = False
         try:
             if before is not None:
                 await before.wait()
             await self.process_delivery(row)
+            processed = True
         finally:
+            if not processed and self._draining:
+                await self._hand_back("delivery", row.delivery_id)
             done.set()
             if self._issue_tails.get(key) is done:
                 del self._issue_tails[key]
             self._intake_slots.release()
+            self._leave()
 
     async def _drive_slot(self, run: RunRow) -> None:
         try:
@@ -150,7 +212,26 @@ class Worker:
             # another attempt resumes the run from its stored turns.
             log.exception("run.crashed_outside_driver", run=run.id)
         finally:
+            if self._draining:  # a no-op unless the run is still ours and running
+                await self._hand_back("run", run.id)
             self._slots.release()
+            self._leave()
+
+    async def _hand_back(self, kind: str, key: str) -> None:
+        """Release a run (``queued``) or a delivery (``pending``) for another
+        worker to claim at once. Shielded: it runs while the drain cancels."""
+        store = self.svc.store
+        with anyio.CancelScope(shield=True):
+            try:
+                if kind == "run":
+                    done = await anyio.to_thread.run_sync(store.release_run, key, self.id, "queued")
+                else:
+                    done = await anyio.to_thread.run_sync(store.finish_delivery, key, "pending")
+            except BotError as exc:  # the lease lapses instead
+                log.warning("worker.hand_back_failed", kind=kind, id=key, error=exc.code)
+                return
+        if done:
+            log.info("worker.handed_back", kind=kind, id=key)
 
     async def process_delivery(self, row: DeliveryRow) -> None:
         # Context variables: every log line below (gateway and store included)
@@ -246,7 +327,9 @@ class Worker:
         async def check_alive() -> None:
             if lost.is_set():
                 raise LeaseLost(run.id)
-            current = svc.store.get_run(run.id)
+            if self._draining:  # between batches: every finished turn is stored
+                raise Draining(run.id)
+            current = await anyio.to_thread.run_sync(svc.store.get_run, run.id)
             if current is None or current.lease_owner != self.id:
                 raise LeaseLost(run.id)
             if current.cancel_requested:
@@ -283,6 +366,8 @@ class Worker:
                 )
             except LeaseLost:
                 log.warning("run.lease_lost")
+            except Draining:
+                log.info("run.draining")  # handed back by `_drive_slot`
             except Cancelled:
                 await finisher.cancelled(self.id)
             except TargetGone as exc:

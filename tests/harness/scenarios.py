@@ -56,6 +56,25 @@ def bot_markers(h: Harness, number: int) -> list[str]:
     ]
 
 
+def posted_rounds(h: Harness, number: int) -> list[int]:
+    """The numbers of the round digests posted on an issue, sorted (repeats kept)."""
+    found = (MARKER.match(m) for m in bot_markers(h, number))
+    return sorted(int(m.group(3)) for m in found if m and m.group(1) == "round")
+
+
+def assert_thread_complete(h: Harness, number: int, comment_id: int) -> None:
+    """The one run is done with a verdict: each comment once, no round missing (at
+    least three), one verdict, and the command answered with `rocket`."""
+    [(_, state, kind)] = runs(h)
+    assert (state, kind) == ("done", "verdict")
+    markers = bot_markers(h, number)
+    assert len(markers) == len(set(markers)), f"duplicate comments: {markers}"
+    rounds = posted_rounds(h, number)
+    assert rounds == list(range(1, rounds[-1] + 1)) and rounds[-1] >= 3, rounds
+    assert sum("debate-bot:verdict" in m for m in markers) == 1
+    assert "rocket" in h.github.reactions(REPO, comment_id=comment_id)
+
+
 def runs(h: Harness) -> list[tuple[str, str, str | None]]:
     path = h.db_url.removeprefix("sqlite:///")
     with sqlite3.connect(path) as db:

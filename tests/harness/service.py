@@ -151,6 +151,8 @@ class Harness:
             "DEBATE_BOT_MODEL_MAX_RETRY_WAIT_S": "0.2",
             "DEBATE_BOT_WORKER_POLL_S": "0.1",
             "DEBATE_BOT_LEASE_S": "3",
+            # A test's teardown SIGTERM drains for at most this long (Service.stop waits 10 s).
+            "DEBATE_BOT_SHUTDOWN_GRACE_S": "5",
             "DEBATE_BOT_LOG_LEVEL": "INFO",
             "OPENAI_API_KEY": "sk-test-openai",
             "OPENAI_BASE_URL": models.openai_base_url,
