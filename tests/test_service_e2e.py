@@ -46,6 +46,9 @@ def test_debate_on_issue_posts_rounds_and_verdict_once(harness: Harness) -> None
     assert 'debate_bot_runs{state="done"} 1.0' in metrics
     assert 'debate_bot_model_tokens_total{kind="cached",provider="openai"}' in metrics
     assert "debate_bot_github_rate_limit_remaining{installation=" in metrics
+    assert "debate_bot_runs_oldest_queued_age_seconds 0.0" in metrics  # nothing waits
+    assert "debate_bot_runs_expired_leases 0.0" in metrics
+    assert "debate_bot_model_errors_total{" not in metrics  # no turn was dropped
     # GitHub economy on the happy path: no list calls, writes within rounds + 4.
     kinds_seen = h.github.counts_by_kind()
     assert not any(k.startswith("GET") and k.endswith("/comments") for k in kinds_seen)

@@ -340,6 +340,8 @@ class Worker:
             svc.metrics.model_latency.labels(provider, turn.status).observe(
                 turn.usage.latency_ms / 1000
             )
+            if turn.status == "dropped":
+                svc.metrics.model_errors.labels(provider, turn.drop_class or "unknown").inc()
             m = svc.metrics.model_tokens
             m.labels(provider, "input").inc(turn.usage.input_tokens)
             m.labels(provider, "output").inc(turn.usage.output_tokens)
