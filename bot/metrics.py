@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
@@ -68,6 +68,21 @@ class _RunHealth(Collector):
         ]
 
 
+class _RateLimits(Collector):
+    def __init__(self, remaining: Callable[[], dict[int, int]]) -> None:
+        self._remaining = remaining
+
+    def collect(self) -> list[Metric]:
+        family = GaugeMetricFamily(
+            "debate_bot_github_rate_limit_remaining",
+            "Last seen x-ratelimit-remaining",
+            labels=["installation"],
+        )
+        for installation, left in sorted(self._remaining().items()):
+            family.add_metric([str(installation)], left)
+        return [family]
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -114,12 +129,6 @@ class Metrics:
             ["provider", "drop_class"],
             registry=r,
         )
-        self.github_rate_remaining = Gauge(
-            "debate_bot_github_rate_limit_remaining",
-            "Last seen x-ratelimit-remaining",
-            ["installation"],
-            registry=r,
-        )
 
     def watch_runs(
         self,
@@ -129,6 +138,11 @@ class Metrics:
         self.registry.register(_RunStates(counts))
         if health is not None:
             self.registry.register(_RunHealth(health))
+
+    def watch_rate_limits(self, remaining: Callable[[], dict[int, int]]) -> None:
+        """``debate_bot_github_rate_limit_remaining``: the last x-ratelimit-remaining
+        seen per installation, read at scrape time."""
+        self.registry.register(_RateLimits(remaining))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

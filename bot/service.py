@@ -60,8 +60,6 @@ def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Ser
         metrics.github_calls.labels(method, route, str(status)).inc()
         if kind := github_error_kind(status):
             metrics.github_errors.labels(kind).inc()
-        for installation, remaining in gateway.rate_limits.items():
-            metrics.github_rate_remaining.labels(str(installation)).set(remaining)
 
     # Several processes share one PostgreSQL: they pace each installation's writes
     # together; the single SQLite process paces in memory.
@@ -69,6 +67,8 @@ def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Ser
     gateway = GitHubGateway(
         settings, on_request=on_request, write_slots=store.reserve_write if shared else None
     )
+    # Read at scrape time: per request it cost a loop over every installation.
+    metrics.watch_rate_limits(lambda: gateway.rate_limits)
     return Services(settings, store, gateway, ModelRouter(settings), metrics)
 
 
