@@ -91,9 +91,8 @@ class Settings(BaseSettings):
     # (provider and model limits below), GitHub writes by per-installation pacing.
     worker_concurrency: int = 64
     worker_poll_s: float = 1.0
-    # How often a worker looks for due scheduled design reviews (and re-reads which
-    # repositories ask for them).
-    schedule_poll_s: float = 300.0
+    # How often a worker looks for due scheduled design reviews; 0 turns them off.
+    schedule_poll_s: float = Field(default=300.0, ge=0)
     # How often it re-reads every installed repository's config for `schedule`
     # (one request per repository: kept rare for the rate limit).
     schedule_discovery_s: float = 6 * 3600.0

@@ -110,7 +110,8 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
             tg.start_soon(w.run)
             if store.engine.dialect.name == "postgresql":  # other processes queue work too
                 tg.start_soon(listen_for_work, settings.database_url, w.wake)
-            tg.start_soon(schedule_loop, w.svc, w.id)
+            if settings.schedule_poll_s > 0:
+                tg.start_soon(schedule_loop, w.svc, w.id)
         if web:
             if settings.webhook_proxy_url:
                 log.info("proxy.enabled")  # the channel URL is a secret of sorts: not logged

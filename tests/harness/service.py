@@ -151,6 +151,10 @@ class Harness:
             "DEBATE_BOT_MODEL_MAX_RETRY_WAIT_S": "0.2",
             "DEBATE_BOT_WORKER_POLL_S": "0.1",
             "DEBATE_BOT_LEASE_S": "3",
+            # The periodic passes (scheduled-review discovery, redelivery) are off
+            # unless a test turns them on: they are not per-debate traffic.
+            "DEBATE_BOT_SCHEDULE_POLL_S": "0",
+            "DEBATE_BOT_REDELIVER_INTERVAL_S": "0",
             # A test's teardown SIGTERM drains for at most this long (Service.stop waits 10 s).
             "DEBATE_BOT_SHUTDOWN_GRACE_S": "5",
             "DEBATE_BOT_LOG_LEVEL": "INFO",
