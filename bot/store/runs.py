@@ -124,6 +124,20 @@ class RunStore(ScheduleQueries, PacingQueries):
             return postgresql.insert(table)
         return sqlite.insert(table)
 
+    def _upsert(self, op: str, table: sa.Table, values: Mapping[str, Any]) -> None:
+        """Insert ``values``, or update every other column of the row with the same
+        primary key."""
+        (key,) = table.primary_key.columns
+        stmt = (
+            self._insert(table)
+            .values(**values)
+            .on_conflict_do_update(
+                index_elements=[key], set_={k: v for k, v in values.items() if k != key.name}
+            )
+        )
+        with self._write(op) as conn:
+            conn.execute(stmt)
+
     # -- schema and health --------------------------------------------------------
 
     def alembic_config(self) -> Config:
@@ -525,17 +539,11 @@ class RunStore(ScheduleQueries, PacingQueries):
     # -- installations -----------------------------------------------------------
 
     def set_installation_state(self, installation_id: int, state: InstallationState) -> None:
-        now = self._now()
-        stmt = (
-            self._insert(installations)
-            .values(installation_id=installation_id, state=state, updated_at=now)
-            .on_conflict_do_update(
-                index_elements=[installations.c.installation_id],
-                set_={"state": state, "updated_at": now},
-            )
+        self._upsert(
+            "set_installation_state",
+            installations,
+            {"installation_id": installation_id, "state": state, "updated_at": self._now()},
         )
-        with self._write("set_installation_state") as conn:
-            conn.execute(stmt)
 
     def installation_state(self, installation_id: int) -> InstallationState:
         i = installations.c
@@ -840,17 +848,11 @@ class RunStore(ScheduleQueries, PacingQueries):
         return cast(datetime | None, value)
 
     def set_redelivery_scan(self, seen_until: datetime, name: str = "app") -> None:
-        now = self._now()
-        stmt = (
-            self._insert(redelivery_scans)
-            .values(name=name, seen_until=seen_until, updated_at=now)
-            .on_conflict_do_update(
-                index_elements=[redelivery_scans.c.name],
-                set_={"seen_until": seen_until, "updated_at": now},
-            )
+        self._upsert(
+            "set_redelivery_scan",
+            redelivery_scans,
+            {"name": name, "seen_until": seen_until, "updated_at": self._now()},
         )
-        with self._write("set_redelivery_scan") as conn:
-            conn.execute(stmt)
 
 
 def _turn_from_row(row: Mapping[Any, Any]) -> Turn:
