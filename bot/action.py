@@ -34,7 +34,7 @@ from bot.worker.triggers import default_router
 
 log = get_logger(__name__)
 
-EXIT_DONE, EXIT_FAILED, EXIT_SETUP = 0, 1, 2
+EXIT_DONE, EXIT_FAILED = 0, 1  # a bad setup is a ConfigError: the CLI exits 2
 # Actions payloads carry no installation; the job token speaks for the one repository.
 JOB_INSTALLATION = 0
 WORKER_ID = "actions-job"

@@ -38,9 +38,8 @@ MAX_REPOS_PER_INSTALLATION = 300  # repositories whose config discovery reads pe
 
 def scope_folders(config: RepoConfig) -> tuple[str, ...]:
     scope = config.design_review.scope
-    folders = [scope] if isinstance(scope, str) else list(scope)
-    cleaned = tuple(f.strip("/") for f in folders if f.strip("/"))
-    return cleaned
+    folders = [scope] if isinstance(scope, str) else scope
+    return tuple(f.strip("/") for f in folders if f.strip("/"))  # "/" alone: everything
 
 
 async def discover(svc: Services) -> None:
