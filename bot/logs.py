@@ -14,6 +14,10 @@ from bot.redact import redact_event
 def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
     logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level.upper(), force=True)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # migration chatter on every start
+    # httpx logs every request at INFO: a line per GitHub and model call, unstructured
+    # and unredacted. Our own events say what an operator needs; DEBUG keeps them.
+    if logging.getLogger().level > logging.DEBUG:
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     renderer: Any = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
     )

@@ -15,13 +15,17 @@ import re
 from collections.abc import Iterable, MutableMapping
 from typing import Any
 
-SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+# Each shape with the literal strings every match of it contains: a pattern runs
+# only where one of them occurs, so text without secrets (nearly all of it, and
+# every digest is sanitized before it is posted) costs a few substring scans.
+SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
     (
         "private_key",
         re.compile(
             r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY-----.{0,16384}?-----END \1PRIVATE KEY-----",
             re.DOTALL,
         ),
+        ("PRIVATE KEY-----",),
     ),
     # A truncated PEM block: the header and whatever base64/header lines follow.
     (
@@ -30,28 +34,51 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"
             r"(?:\n[ \t]*(?:[A-Za-z0-9+/=]{8,}|[A-Za-z-]+:[^\n]*|(?=\n)))*"
         ),
+        ("PRIVATE KEY-----",),
     ),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")),
-    ("github_token", re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{20,}")),
-    ("github_token", re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{20,}")),
-    ("anthropic_key", re.compile(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_-]{16,}")),
+    (
+        "jwt",
+        re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"),
+        ("eyJ",),
+    ),
+    (
+        "github_token",
+        re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{20,}"),
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ),
+    (
+        "github_token",
+        re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{20,}"),
+        ("github_pat_",),
+    ),
+    (
+        "anthropic_key",
+        re.compile(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_-]{16,}"),
+        ("sk-ant-",),
+    ),
     (
         "openai_key",
         # Random keys always hold a digit or a capital; kebab-case words do not.
         # The lookahead is bounded so a long run of "sk-sk-…" stays linear.
         re.compile(r"(?<![A-Za-z0-9])sk-(?=[a-z_-]{0,40}[0-9A-Z])[A-Za-z0-9_-]{20,}"),
+        ("sk-",),
     ),
     (
         "aws_access_key_id",
         re.compile(
             r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA)[A-Z0-9]{16}(?![A-Z0-9])"
         ),
+        ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA"),
     ),
-    ("slack_token", re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}")),
-    ("google_api_key", re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}")),
-    ("stripe_key", re.compile(r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,}")),
-    ("stripe_key", re.compile(r"(?<![A-Za-z0-9])pk_live_[0-9A-Za-z]{10,}")),
-    ("gitlab_token", re.compile(r"(?<![A-Za-z0-9])glpat-[0-9A-Za-z_-]{20,}")),
+    ("slack_token", re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"), ("xox",)),
+    ("google_api_key", re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}"), ("AIza",)),
+    (
+        "stripe_key",
+        re.compile(r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,}"),
+        ("k_live_", "k_test_"),
+    ),
+    ("stripe_key", re.compile(r"(?<![A-Za-z0-9])pk_live_[0-9A-Za-z]{10,}"), ("pk_live_",)),
+    ("gitlab_token", re.compile(r"(?<![A-Za-z0-9])glpat-[0-9A-Za-z_-]{20,}"), ("glpat-",)),
 )
 
 # `aws_secret_access_key = "…"`: the 40-character value is redacted, the name kept.
@@ -61,12 +88,16 @@ _AWS_SECRET_ASSIGNMENT = re.compile(
     r"([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
     re.IGNORECASE,
 )
+_SECRET_WORD = re.compile("secret", re.IGNORECASE)  # in every _AWS_SECRET_ASSIGNMENT match
 
 
 def redact_secrets(text: str) -> str:
     """Replace every secret-shaped substring with ``[REDACTED:<kind>]``."""
-    for kind, pattern in SECRET_PATTERNS:
-        text = pattern.sub(f"[REDACTED:{kind}]", text)
+    for kind, pattern, hints in SECRET_PATTERNS:
+        if any(hint in text for hint in hints):
+            text = pattern.sub(f"[REDACTED:{kind}]", text)
+    if _SECRET_WORD.search(text) is None:
+        return text
     return _AWS_SECRET_ASSIGNMENT.sub(lambda m: f"{m[1]}{m[2]}[REDACTED:aws_secret_key]", text)
 
 

@@ -142,6 +142,7 @@ def test_the_issue_gone_mid_run_fails_it_target_gone_at_once(
     assert '"run.target_gone"' in log and '"run.interrupted"' not in log
     # The other run went on; the gone one asked its models nothing more.
     assert "rocket" in h.github.reactions(REPO, comment_id=kept_comment)
+
     def about_gone(prompt: str) -> bool:
         return "Soon gone" in prompt
 

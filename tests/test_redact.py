@@ -36,7 +36,34 @@ SAMPLES: dict[str, str] = {
 
 
 def test_every_pattern_kind_has_a_sample() -> None:
-    assert {kind for kind, _ in SECRET_PATTERNS} == set(SAMPLES)
+    assert {kind for kind, _, _ in SECRET_PATTERNS} == set(SAMPLES)
+
+
+# Every alternative a pattern spells out, so the hint test below sees them all.
+VARIANTS: list[str] = [
+    *SAMPLES.values(),
+    f"-----BEGIN EC PRIVATE KEY-----\n{rand(64)}",  # truncated
+    f"-----BEGIN PRIVATE KEY-----\n{rand(64)}\n-----END PRIVATE KEY-----",
+    *(f"gh{c}_" + rand(36) for c in "pousr"),
+    "github_pat_" + rand(40),
+    *(p + rand(16, UPPER_DIGITS) for p in ("ASIA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA")),
+    "ANVA" + rand(16, UPPER_DIGITS),
+    *(f"{a}_{b}_" + rand(24) for a in ("sk", "rk") for b in ("live", "test")),
+    "pk_live_" + rand(24),
+    *(f"xox{c}-" + rand(30) for c in "abprs"),
+]
+
+
+@pytest.mark.parametrize("secret", VARIANTS)
+def test_every_match_holds_one_of_its_hints(secret: str) -> None:
+    # The hints let a pattern be skipped; a match without one would leak.
+    found = False
+    for _, pattern, hints in SECRET_PATTERNS:
+        for match in pattern.finditer(f"x {secret} y"):
+            found = True
+            assert any(hint in match[0] for hint in hints), (pattern.pattern, hints)
+    assert found
+    assert "[REDACTED:" in redact_secrets(f"x {secret} y")
 
 
 @pytest.mark.parametrize(("kind", "secret"), sorted(SAMPLES.items()))

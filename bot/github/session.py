@@ -53,6 +53,7 @@ from bot.github.auth import InstallationToken, TokenCache
 from bot.github.pacing import WritePacer
 from bot.github.retry import decide, rate_limit_wait
 from bot.logs import get_logger
+from bot.pools import ShardedTransport
 
 log = get_logger(__name__)
 
@@ -244,8 +245,11 @@ class GitHubSession:
         self._wall = wall
         self._on_request = on_request
         self._max_attempts = max(1, max_attempts)
-        # An injected transport is owned from here on: ``aclose`` closes it.
-        self._transport = _SharedTransport(transport or httpx.AsyncHTTPTransport(retries=0))
+        # An injected transport is owned from here on: ``aclose`` closes it. Every
+        # run and every intake slot may have a call in flight, each kept alive
+        # (httpx's default keeps 20, so a busy worker redid TLS handshakes).
+        in_flight = settings.worker_concurrency + settings.intake_concurrency
+        self._transport = _SharedTransport(transport or ShardedTransport(in_flight))
         common: dict[str, Any] = {
             "base_url": self.api_url,
             "user_agent": "debate-bot",

@@ -9,7 +9,6 @@ endpoint from the server settings (a named endpoint shadows a built-in name).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import time
 from types import TracebackType
 from typing import Self, cast
@@ -27,36 +26,13 @@ from bot.llm.openai import OpenAIProvider
 from bot.llm.retry import RetryPolicy
 from bot.llm.scripted import Responder, ScriptedProvider
 from bot.logs import get_logger
+from bot.pools import ShardedTransport
 
 log = get_logger(__name__)
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 # Served by whatever OpenAI-compatible server OPENAI_BASE_URL points at.
 OPENAI_COMPATIBLE_ALIASES = ("ollama",)
-
-
-SHARD_CONNECTIONS = 32
-
-
-class ShardedTransport(httpx.AsyncBaseTransport):
-    """Connection pools of at most ``SHARD_CONNECTIONS`` each, requests dealt
-    round-robin. httpcore's pool scans every connection for every queued request
-    each time one starts or ends: with hundreds of calls in flight on one pool,
-    that scan was most of the worker's CPU."""
-
-    def __init__(self, in_flight: int) -> None:
-        shards = max(1, -(-in_flight // SHARD_CONNECTIONS))
-        size = -(-in_flight // shards)
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=size)
-        self._shards = [httpx.AsyncHTTPTransport(limits=limits) for _ in range(shards)]
-        self._next = itertools.cycle(self._shards)
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await next(self._next).handle_async_request(request)
-
-    async def aclose(self) -> None:
-        for shard in self._shards:
-            await shard.aclose()
 
 
 class ModelRouter:

@@ -10,8 +10,9 @@ sleeping. Database failures surface as :class:`bot.errors.StoreError`.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -80,6 +81,13 @@ class RunStore(ScheduleQueries, PacingQueries):
         self.engine = engine
         self._clock = clock or _utcnow
         self._dialect = engine.dialect.name
+        # SQLite takes one writer at a time. Its busy handler waits by sleeping
+        # in growing steps (up to 100 ms), so threads of one process racing for
+        # the lock wait far longer than the writes take: queue them here instead.
+        # busy_timeout still covers other processes on the same file.
+        self._write_turn: AbstractContextManager[Any] = (
+            threading.RLock() if self._dialect == "sqlite" else nullcontext()
+        )
 
     @classmethod
     def from_url(cls, url: str, *, clock: Clock | None = None, **engine_kwargs: Any) -> RunStore:
@@ -109,7 +117,7 @@ class RunStore(ScheduleQueries, PacingQueries):
 
     @contextmanager
     def _write(self, op: str) -> Iterator[Connection]:
-        with self._errors(op), self.engine.begin() as conn:
+        with self._errors(op), self._write_turn, self.engine.begin() as conn:
             yield conn
 
     @contextmanager
@@ -384,7 +392,7 @@ class RunStore(ScheduleQueries, PacingQueries):
         for _ in range(_INSERT_RETRIES):
             now = self._now()
             try:
-                with self._errors("create_run"), self.engine.begin() as conn:
+                with self._errors("create_run"), self._write_turn, self.engine.begin() as conn:
                     row = (
                         conn.execute(
                             sa.insert(runs)

@@ -19,7 +19,6 @@ import anyio
 from bot.errors import GitHubError
 from bot.github.gateway import InstallationClient
 from bot.github.markers import parse_marker, split_body
-from bot.github.sanitize import sanitize
 from bot.store import RunStore
 
 CREATE_ATTEMPTS = 3
@@ -73,7 +72,7 @@ class Publisher:
 
     async def upsert(self, kind: MarkerKind, body: str, *, round: int | None = None) -> int:
         """Post or edit the comment(s) for ``kind``; returns the first comment's id."""
-        parts = split_body(kind, self.run_id, sanitize(body), round=round)
+        parts = split_body(kind, self.run_id, body, round=round)  # sanitizes
         first_id = 0
         for part in parts:
             marker_line = part.split("\n", 1)[0].strip()

@@ -152,6 +152,8 @@ class RecordedRequest:
     status: int
     headers: dict[str, str]
     installation: int | None = None  # whose installation token it carried
+    # time.monotonic() when the answer was sent: for latency benchmarks.
+    at: float = field(default_factory=time.monotonic)
 
     @property
     def kind(self) -> str:

@@ -1,0 +1,31 @@
+"""HTTP connection pools for the many calls a worker keeps in flight."""
+
+from __future__ import annotations
+
+import itertools
+
+import httpx
+
+SHARD_CONNECTIONS = 32
+
+
+class ShardedTransport(httpx.AsyncBaseTransport):
+    """Connection pools of at most ``SHARD_CONNECTIONS`` each, requests dealt
+    round-robin, every connection kept alive for reuse. httpcore's pool scans
+    every connection for every queued request each time one starts or ends
+    (a socket check apiece): with hundreds of calls in flight on one pool, that
+    scan was most of the worker's CPU."""
+
+    def __init__(self, in_flight: int) -> None:
+        shards = max(1, -(-in_flight // SHARD_CONNECTIONS))
+        size = -(-in_flight // shards)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=size)
+        self._shards = [httpx.AsyncHTTPTransport(limits=limits, retries=0) for _ in range(shards)]
+        self._next = itertools.cycle(self._shards)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await next(self._next).handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for shard in self._shards:
+            await shard.aclose()
