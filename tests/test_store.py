@@ -35,6 +35,7 @@ from bot.debate.types import (
 from bot.errors import ActiveRunExists, CodecError, RunNotFound, StoreError
 from bot.store import (
     CommentRecord,
+    NewDelivery,
     RunStore,
     spec_from_json,
     spec_to_json,
@@ -561,9 +562,37 @@ def test_release_validation_and_hand_back(store):
         store.release_run(run.id, "w1", "running")
     with pytest.raises(StoreError, match="unknown fields"):
         store.release_run(run.id, "w1", "done", lease_owner="x")
-    assert store.release_run(run.id, "w1", "queued")  # graceful shutdown hands it back
+    with pytest.raises(StoreError, match="hand-back"):
+        store.release_run(run.id, "w1", "failed", handed_back=True)
+    # A drained worker hands it back: counted as a claim, not as a crash.
+    assert store.release_run(run.id, "w1", "queued", handed_back=True)
     again = store.claim_run("w2", LEASE)
-    assert again is not None and again.id == run.id and again.attempts == 2
+    assert again is not None and again.id == run.id
+    assert (again.attempts, again.handbacks, again.crashes) == (2, 1, 1)
+    # Released without hand-back (the old way a lease ends): a crash like any other.
+    assert store.release_run(run.id, "w2", "queued")
+    third = store.claim_run("w3", LEASE)
+    assert third is not None and (third.attempts, third.handbacks, third.crashes) == (3, 1, 2)
+
+
+def test_rolling_restarts_never_poison_a_run(store):
+    # Ten drains in a row (ten rolling deploys during one long debate).
+    run = new_run(store)
+    for n in range(10):
+        claimed = store.claim_run(f"w{n}", LEASE)
+        assert claimed is not None and claimed.crashes == 1
+        assert store.release_run(run.id, f"w{n}", "queued", handed_back=True)
+    final = store.claim_run("last", LEASE)
+    assert final is not None and (final.attempts, final.crashes) == (11, 1)
+
+
+def test_a_handed_back_delivery_is_not_an_attempt(store):
+    store.record_deliveries([NewDelivery("d-1", "issue_comment", "created", 1, "{}")])
+    first = store.claim_delivery("w1", LEASE)
+    assert first is not None and first.attempts == 1
+    assert store.finish_delivery("d-1", "pending")
+    again = store.claim_delivery("w2", LEASE)
+    assert again is not None and again.attempts == 1
 
 
 def test_claims_are_oldest_first(store, clock):
@@ -778,8 +807,6 @@ def test_clock_must_be_aware(db_url):
 
 
 def test_record_deliveries_group_commit(store):
-    from bot.store import NewDelivery
-
     first = store.record_deliveries(
         [
             NewDelivery("g-1", "issue_comment", "created", 1, "{}"),

@@ -78,6 +78,7 @@ class RunRow:
     lease_owner: str | None
     lease_expires_at: datetime | None
     attempts: int
+    handbacks: int
     cancel_requested: bool
     outcome_kind: str | None
     error_class: str | None
@@ -87,6 +88,11 @@ class RunRow:
     @property
     def active(self) -> bool:
         return self.state in ("queued", "running", "waiting")
+
+    @property
+    def crashes(self) -> int:
+        """Claims that did not end in a clean hand-back, this one included."""
+        return self.attempts - self.handbacks
 
     def debate_spec(self) -> DebateSpec:
         return spec_from_json(self.spec)
@@ -109,6 +115,7 @@ class RunRow:
             lease_owner=row["lease_owner"],
             lease_expires_at=row["lease_expires_at"],
             attempts=row["attempts"],
+            handbacks=row["handbacks"],
             cancel_requested=bool(row["cancel_requested"]),
             outcome_kind=row["outcome_kind"],
             error_class=row["error_class"],

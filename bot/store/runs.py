@@ -304,7 +304,8 @@ class RunStore(ScheduleQueries, PacingQueries):
     def finish_delivery(
         self, delivery_id: str, state: DeliveryState, error_class: str | None = None
     ) -> bool:
-        """Set a delivery's state and drop its lease (``pending`` hands it back)."""
+        """Set a delivery's state and drop its lease. ``pending`` hands it back
+        (a draining worker): that claim is not counted as an attempt."""
         if state not in DELIVERY_STATES:
             raise StoreError(f"unknown delivery state {state!r}")
         with self._write("finish_delivery") as conn:
@@ -317,6 +318,7 @@ class RunStore(ScheduleQueries, PacingQueries):
                     lease_owner=None,
                     lease_expires_at=None,
                     finished_at=None if state == "pending" else self._now(),
+                    attempts=deliveries.c.attempts - int(state == "pending"),
                 )
             )
         return result.rowcount == 1
@@ -488,12 +490,24 @@ class RunStore(ScheduleQueries, PacingQueries):
             )
         return result.rowcount == 1
 
-    def release_run(self, run_id: str, worker_id: str, state: RunState, **fields: Any) -> bool:
+    def release_run(
+        self,
+        run_id: str,
+        worker_id: str,
+        state: RunState,
+        *,
+        handed_back: bool = False,
+        **fields: Any,
+    ) -> bool:
         """Leave a run in ``state`` (final, ``waiting``, or ``queued`` to hand it
         back) and drop the lease. ``fields`` may set outcome_kind, error_class,
-        tokens_total, cost_usd, spec, trigger. False if the lease was lost."""
+        tokens_total, cost_usd, spec, trigger. ``handed_back``: a draining worker
+        gives the run up cleanly, so this claim does not count as a crash.
+        False if the lease was lost."""
         if state not in RUN_STATES or state == "running":
             raise StoreError(f"cannot release a run into state {state!r}")
+        if handed_back and state != "queued":
+            raise StoreError("only a queued release is a hand-back")
         unknown = set(fields) - _RELEASE_FIELDS
         if unknown:
             raise StoreError(f"release_run: unknown fields {sorted(unknown)}")
@@ -514,6 +528,7 @@ class RunStore(ScheduleQueries, PacingQueries):
                     lease_owner=None,
                     lease_expires_at=None,
                     updated_at=self._now(),
+                    handbacks=runs.c.handbacks + int(handed_back),
                     **fields,
                 )
             )
@@ -534,6 +549,7 @@ class RunStore(ScheduleQueries, PacingQueries):
                         cancel_requested=True,
                         state=sa.case((runs.c.state == "waiting", "queued"), else_=runs.c.state),
                         attempts=sa.case((runs.c.state == "waiting", 0), else_=runs.c.attempts),
+                        handbacks=sa.case((runs.c.state == "waiting", 0), else_=runs.c.handbacks),
                         updated_at=self._now(),
                     )
                     .returning(*runs.c)
@@ -627,7 +643,12 @@ class RunStore(ScheduleQueries, PacingQueries):
 
         ``attempts`` restarts: it counts crashes of one stretch of work, and a
         proposal may wait for many decisions."""
-        values: dict[str, Any] = {"state": "queued", "attempts": 0, "updated_at": self._now()}
+        values: dict[str, Any] = {
+            "state": "queued",
+            "attempts": 0,
+            "handbacks": 0,
+            "updated_at": self._now(),
+        }
         if spec is not None:
             values["spec"] = self._spec_text(spec)
         with self._write("requeue") as conn:

@@ -107,7 +107,9 @@ runs = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.Column("lease_owner", sa.String(200), nullable=True),
     sa.Column("lease_expires_at", UTCDateTime, nullable=True),
-    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),  # claims
+    # Claims that ended in a clean hand-back (a drained worker): not crashes.
+    sa.Column("handbacks", sa.Integer, nullable=False, server_default="0"),
     sa.Column("cancel_requested", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("outcome_kind", sa.String(32), nullable=True),
     sa.Column("error_class", sa.String(100), nullable=True),

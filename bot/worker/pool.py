@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import time
@@ -30,7 +31,7 @@ from bot.worker.triggers import default_router
 
 log = get_logger(__name__)
 
-MAX_ATTEMPTS = 5  # claims of one run (crashes, expired leases) before it is failed
+MAX_ATTEMPTS = 5  # claims of one run (crashes, expired leases; not hand-backs) before it fails
 DELIVERY_LEASE_S = 300.0
 DELIVERY_RETENTION = timedelta(days=7)
 PRUNE_EVERY_S = 3600.0
@@ -224,7 +225,8 @@ class Worker:
         with anyio.CancelScope(shield=True):
             try:
                 if kind == "run":
-                    done = await anyio.to_thread.run_sync(store.release_run, key, self.id, "queued")
+                    release = functools.partial(store.release_run, handed_back=True)
+                    done = await anyio.to_thread.run_sync(release, key, self.id, "queued")
                 else:
                     done = await anyio.to_thread.run_sync(store.finish_delivery, key, "pending")
             except BotError as exc:  # the lease lapses instead
@@ -268,10 +270,10 @@ class Worker:
 
     async def _drive(self, run: RunRow) -> None:
         svc = self.svc
-        if run.installation_id is None or run.attempts > MAX_ATTEMPTS:
+        if run.installation_id is None or run.crashes > MAX_ATTEMPTS:
             # A run that keeps killing its workers (or has nowhere to post) must
             # not be resumed forever: end it first, tell GitHub if it can.
-            log.error("run.poisoned", attempts=run.attempts)
+            log.error("run.poisoned", attempts=run.attempts, handbacks=run.handbacks)
             svc.store.release_run(run.id, self.id, "failed", error_class="too_many_attempts")
             if run.installation_id is not None:
                 with contextlib.suppress(BotError):
@@ -378,7 +380,7 @@ class Worker:
                 log.warning("run.target_gone", error=exc.code, detail=str(exc))
                 await finisher.failed(exc.code, exc.public, self.id, notice=False)
             except BotError as exc:
-                if is_transient(exc) and run.attempts < MAX_ATTEMPTS:
+                if is_transient(exc) and run.crashes < MAX_ATTEMPTS:
                     # Every finished turn is stored: a later attempt resumes for free.
                     log.warning("run.interrupted", error=exc.code, detail=str(exc))
                 else:
