@@ -6,6 +6,7 @@ comment, no missing round and no model call paid twice."""
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 
 import pytest
@@ -61,6 +62,9 @@ def test_sigterm_on_serve_drains_and_another_process_resumes_at_once(harness: Ha
     assert state == "queued"
     log = (h.tmp / "service.log").read_text()
     assert "worker.handed_back" in log and "worker.grace_expired" not in log
+    with sqlite3.connect(h.db_url.removeprefix("sqlite:///")) as db:
+        claims = db.execute("select attempts, handbacks from runs").fetchall()
+    assert claims == [(1, 1)]  # claimed once, handed back cleanly: not a crash
 
     h.models.latency_s = 0.05
     h.start(**LONG_LEASE)
