@@ -6,7 +6,7 @@ import itertools
 
 import httpx
 
-SHARD_CONNECTIONS = 32
+SHARD_CONNECTIONS = 8
 
 
 class ShardedTransport(httpx.AsyncBaseTransport):

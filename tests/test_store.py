@@ -605,6 +605,37 @@ def test_claims_are_oldest_first(store, clock):
     assert claimed[3] is None
 
 
+def test_claims_in_batches_oldest_first(store, clock):
+    ids = []
+    for issue in range(5):
+        ids.append(new_run(store, issue=issue).id)
+        clock.advance(1)
+    first = store.claim_runs("w1", LEASE, 3)
+    assert [r.id for r in first] == ids[:3]
+    assert all(r.lease_owner == "w1" and r.attempts == 1 for r in first)
+    rest = store.claim_runs("w2", LEASE, 3)
+    assert [r.id for r in rest] == ids[3:]
+    assert store.claim_runs("w3", LEASE, 3) == []
+
+
+def test_racing_batch_claims_take_each_run_once(db_url, clock, store):
+    ids = {new_run(store, issue=i).id for i in range(60)}
+    stores = [RunStore.from_url(db_url, clock=clock) for _ in range(2)]
+    claims: list[str] = []
+    lock = threading.Lock()
+
+    def worker(n: int) -> None:
+        while batch := stores[n % 2].claim_runs(f"w{n}", LEASE, 4):
+            assert len(batch) <= 4
+            with lock:
+                claims.extend(r.id for r in batch)
+
+    race(6, worker)
+    for s in stores:
+        s.dispose()
+    assert sorted(claims) == sorted(ids)
+
+
 def test_racing_workers_claim_each_run_once(db_url, clock, store):
     ids = {new_run(store, issue=i).id for i in range(40)}
     stores = [RunStore.from_url(db_url, clock=clock) for _ in range(2)]

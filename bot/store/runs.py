@@ -257,23 +257,28 @@ class RunStore(ScheduleQueries, PacingQueries):
 
     def claim_delivery(self, worker_id: str, lease_s: float) -> DeliveryRow | None:
         """Lease the oldest pending delivery that nobody holds (or whose lease expired)."""
+        return next(iter(self.claim_deliveries(worker_id, lease_s, 1)), None)
+
+    def claim_deliveries(self, worker_id: str, lease_s: float, limit: int) -> list[DeliveryRow]:
+        """``claim_delivery`` for up to ``limit`` deliveries in one transaction, oldest first."""
         now = self._now()
         d = deliveries.c
         eligible = sa.and_(
             d.state == "pending",
             sa.or_(d.lease_expires_at.is_(None), d.lease_expires_at < now),
         )
-        row = self._claim_oldest(
+        rows = self._claim_oldest(
             "claim_delivery",
             deliveries,
             d.delivery_id,
             eligible,
             (d.received_at, d.delivery_id),
+            limit=limit,
             lease_owner=worker_id,
             lease_expires_at=now + timedelta(seconds=lease_s),
             attempts=d.attempts + 1,
         )
-        return DeliveryRow.from_mapping(row) if row is not None else None
+        return [DeliveryRow.from_mapping(row) for row in rows]
 
     def _claim_oldest(
         self,
@@ -282,24 +287,37 @@ class RunStore(ScheduleQueries, PacingQueries):
         key: sa.Column[Any],
         eligible: sa.ColumnElement[bool],
         order: tuple[sa.Column[Any], ...],
+        *,
+        limit: int = 1,
         **values: Any,
-    ) -> Mapping[str, Any] | None:
-        """Lease the oldest eligible row in ONE atomic ``UPDATE … WHERE key =
-        (SELECT … FOR UPDATE SKIP LOCKED) RETURNING``: concurrent workers on
-        PostgreSQL skip each other's rows; on SQLite the statement runs under the
-        database write lock (the FOR UPDATE clause is not rendered there)."""
-        pick = (
+    ) -> list[dict[str, Any]]:
+        """Lease the ``limit`` oldest eligible rows in ONE atomic statement, oldest
+        first: ``WITH picked AS MATERIALIZED (SELECT … FOR UPDATE SKIP LOCKED)
+        UPDATE … FROM picked RETURNING``. Concurrent workers on PostgreSQL skip
+        each other's rows; on SQLite the statement runs under the database write
+        lock (FOR UPDATE is not rendered there). Materialized, because PostgreSQL
+        may run a plain ``IN (subquery)`` more than once, and with SKIP LOCKED
+        each run can pick other rows: more than ``limit`` would be claimed.
+        A busy worker claims many at once: one transaction, not one per row."""
+        picked = (
             sa.select(key)
             .where(eligible)
             .order_by(*order)
-            .limit(1)
+            .limit(max(1, limit))
             .with_for_update(skip_locked=True)
-            .scalar_subquery()
+            .cte("picked")
+            .prefix_with("MATERIALIZED")
         )
-        stmt = sa.update(table).where(key == pick, eligible).values(**values).returning(*table.c)
+        stmt = (
+            sa.update(table)
+            .where(key == picked.c[key.name], eligible)
+            .values(**values)
+            .returning(*table.c)
+        )
         with self._write(op) as conn:
-            row = conn.execute(stmt).mappings().first()
-        return dict(row) if row is not None else None
+            rows = [dict(row) for row in conn.execute(stmt).mappings()]
+        # RETURNING keeps no order.
+        return sorted(rows, key=lambda row: tuple(row[c.name] for c in order))
 
     def finish_delivery(
         self, delivery_id: str, state: DeliveryState, error_class: str | None = None
@@ -455,25 +473,30 @@ class RunStore(ScheduleQueries, PacingQueries):
 
     def claim_run(self, worker_id: str, lease_s: float) -> RunRow | None:
         """Lease the oldest queued run, or a running one whose lease expired (resume)."""
+        return next(iter(self.claim_runs(worker_id, lease_s, 1)), None)
+
+    def claim_runs(self, worker_id: str, lease_s: float, limit: int) -> list[RunRow]:
+        """``claim_run`` for up to ``limit`` runs in one transaction, oldest first."""
         now = self._now()
         r = runs.c
         eligible = sa.or_(
             r.state == "queued",
             sa.and_(r.state == "running", r.lease_expires_at < now),
         )
-        row = self._claim_oldest(
+        rows = self._claim_oldest(
             "claim_run",
             runs,
             r.id,
             eligible,
             (r.created_at, r.id),
+            limit=limit,
             state="running",
             lease_owner=worker_id,
             lease_expires_at=now + timedelta(seconds=lease_s),
             attempts=r.attempts + 1,
             updated_at=now,
         )
-        return RunRow.from_mapping(row) if row is not None else None
+        return [RunRow.from_mapping(row) for row in rows]
 
     def renew_lease(self, run_id: str, worker_id: str, lease_s: float) -> bool:
         """Extend the lease; False if this worker no longer holds the run."""

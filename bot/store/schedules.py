@@ -56,7 +56,7 @@ class ScheduleQueries:
     _write: Callable[[str], AbstractContextManager[Connection]]
     _read: Callable[[str], AbstractContextManager[Connection]]
     _insert: Callable[[sa.Table], postgresql.Insert | sqlite.Insert]
-    _claim_oldest: Callable[..., Mapping[str, Any] | None]
+    _claim_oldest: Callable[..., list[dict[str, Any]]]
 
     def set_schedule(
         self, repo: str, installation_id: int, cadence: Cadence, scope: Sequence[str]
@@ -95,7 +95,7 @@ class ScheduleQueries:
             s.next_due <= now,
             sa.or_(s.lease_expires_at.is_(None), s.lease_expires_at < now),
         )
-        row = self._claim_oldest(
+        rows = self._claim_oldest(
             "claim_due_schedule",
             schedules,
             s.repo,
@@ -104,7 +104,7 @@ class ScheduleQueries:
             lease_owner=worker_id,
             lease_expires_at=now + timedelta(seconds=lease_s),
         )
-        return ScheduleRow.from_mapping(row) if row is not None else None
+        return ScheduleRow.from_mapping(rows[0]) if rows else None
 
     def schedule_started(
         self, repo: str, worker_id: str, *, issue: int | None, run_id: str | None

@@ -31,6 +31,9 @@ from bot.worker.triggers import default_router
 
 log = get_logger(__name__)
 
+# Rows claimed per transaction: few enough that two workers polling at once
+# share a burst between them, many enough that a burst is not a transaction a row.
+CLAIM_BATCH = 8
 MAX_ATTEMPTS = 5  # claims of one run (crashes, expired leases; not hand-backs) before it fails
 DELIVERY_LEASE_S = 300.0
 DELIVERY_RETENTION = timedelta(days=7)
@@ -158,23 +161,29 @@ class Worker:
         # but those about one issue run in arrival order: `/debate` then
         # `/debate cancel` must not be answered the other way round.
         while self._intake_slots.value > 0 and not self._draining:
-            row = await anyio.to_thread.run_sync(store.claim_delivery, self.id, delivery_lease)
-            if row is None:
+            batch = min(self._intake_slots.value, CLAIM_BATCH)
+            rows = await anyio.to_thread.run_sync(
+                store.claim_deliveries, self.id, delivery_lease, batch
+            )
+            for row in rows:  # oldest first: the issue tails keep arrival order
+                await self._intake_slots.acquire()
+                self._enter()
+                key = issue_key(row.payload)
+                before = self._issue_tails.get(key)
+                done = anyio.Event()
+                self._issue_tails[key] = done
+                tg.start_soon(self._intake_slot, row, key, before, done)
+            if len(rows) < batch:
                 break
-            await self._intake_slots.acquire()
-            self._enter()
-            key = issue_key(row.payload)
-            before = self._issue_tails.get(key)
-            done = anyio.Event()
-            self._issue_tails[key] = done
-            tg.start_soon(self._intake_slot, row, key, before, done)
         while self._slots.value > 0 and not self._draining:
-            run = await anyio.to_thread.run_sync(store.claim_run, self.id, lease)
-            if run is None:
+            batch = min(self._slots.value, CLAIM_BATCH)
+            runs = await anyio.to_thread.run_sync(store.claim_runs, self.id, lease, batch)
+            for run in runs:
+                await self._slots.acquire()
+                self._enter()
+                tg.start_soon(self._drive_slot, run)
+            if len(runs) < batch:
                 break
-            await self._slots.acquire()
-            self._enter()
-            tg.start_soon(self._drive_slot, run)
 
     async def _maybe_prune(self) -> None:
         """Drop finished deliveries (payloads up to 25 MB each) after a week."""
