@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 
@@ -64,6 +64,10 @@ class RunDriver:
     spec: DebateSpec
     check_alive: Callable[[], Awaitable[None]]  # raises LeaseLost / Cancelled
     on_turn: Callable[[Turn], None] = lambda turn: None
+    # Each round digest as last posted by this driver: every step renders the
+    # finished rounds again, and an unchanged one needs no sanitizing, hashing
+    # or store lookup (the publisher would find it unchanged, at a cost).
+    _posted: dict[tuple[int, int], tuple[int, str]] = field(default_factory=dict, init=False)
 
     async def drive(self) -> Outcome:
         turns = await anyio.to_thread.run_sync(self.store.load_turns, self.run.id)
@@ -106,7 +110,11 @@ class RunDriver:
                 continue
             tier, rnd = pair
             body = render_round(self.spec, turns, rnd, tier)
-            await self.publisher.upsert("round", body, round=digest_number(pairs, pair))
+            posted = (digest_number(pairs, pair), body)
+            if self._posted.get(pair) == posted:
+                continue
+            await self.publisher.upsert("round", body, round=posted[0])
+            self._posted[pair] = posted
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
