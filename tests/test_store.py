@@ -605,6 +605,16 @@ def test_claims_are_oldest_first(store, clock):
     assert claimed[3] is None
 
 
+def test_run_control_reads_the_lease_and_the_cancel_flag(store):
+    run = new_run(store)
+    assert store.run_control(run.id) == (None, False)
+    store.claim_run("w1", LEASE)
+    assert store.run_control(run.id) == ("w1", False)
+    store.request_cancel(run.id)
+    assert store.run_control(run.id) == ("w1", True)
+    assert store.run_control("no-such-run") is None
+
+
 def test_claims_in_batches_oldest_first(store, clock):
     ids = []
     for issue in range(5):

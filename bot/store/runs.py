@@ -78,6 +78,7 @@ def _utcnow() -> datetime:
 class RunStore(ScheduleQueries, PacingQueries):
     def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
         self._delivery_stmts: tuple[sa.Executable, sa.Executable] | None = None
+        self._turn_stmts: tuple[sa.Executable, sa.Executable, sa.Executable] | None = None
         self.engine = engine
         self._clock = clock or _utcnow
         self._dialect = engine.dialect.name
@@ -440,6 +441,16 @@ class RunStore(ScheduleQueries, PacingQueries):
             row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
         return RunRow.from_mapping(row) if row is not None else None
 
+    def run_control(self, run_id: str) -> tuple[str | None, bool] | None:
+        """A running run's lease owner and cancel flag, checked between batches:
+        two columns, not the row with its spec and trigger to decode."""
+        r = runs.c
+        with self._read("run_control") as conn:
+            row = conn.execute(
+                sa.select(r.lease_owner, r.cancel_requested).where(r.id == run_id)
+            ).first()
+        return (row[0], bool(row[1])) if row is not None else None
+
     def active_run(self, repo: str, issue_number: int) -> RunRow | None:
         """The queued, running or waiting run on an issue, if any."""
         with self._read("active_run") as conn:
@@ -740,56 +751,78 @@ class RunStore(ScheduleQueries, PacingQueries):
         """Persist a finished turn; first write wins. Returns False if a turn
         with the same key was already saved. A new turn's tokens and cost are
         added to the run's totals in the same transaction."""
+        if self._turn_stmts is None:
+            self._turn_stmts = self._build_turn_stmts()
+        lock_run, insert, add_usage = self._turn_stmts
+        usage = turn.usage
+        row = {
+            "run_id": run_id,
+            "turn_id": turn.key.id(),
+            "phase": turn.key.phase,
+            "round": turn.key.round,
+            "slot": turn.key.slot,
+            "tier": turn.key.tier,
+            "status": turn.status,
+            "drop_class": turn.drop_class,
+            "model": turn.model,
+            "text": turn.text,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cached_tokens": usage.cached_tokens,
+            "latency_ms": usage.latency_ms,
+            "cost_usd": usage.cost_usd,
+            "truncated": turn.truncated,
+            "created_at": self._now(),
+        }
+        with self._write("save_turn") as conn:
+            # Lock the run row first: concurrent saves for one run then take
+            # turns computing the next seq (SQLite's BEGIN IMMEDIATE already
+            # serialises writers; FOR UPDATE is not rendered there).
+            if conn.execute(lock_run, {"r_id": run_id}).first() is None:
+                raise RunNotFound(f"save_turn: no run {run_id}")
+            if conn.execute(insert, row).first() is None:
+                return False
+            conn.execute(
+                add_usage,
+                {
+                    "r_id": run_id,
+                    "r_tokens": usage.input_tokens + usage.output_tokens,
+                    "r_cost": usage.cost_usd,
+                },
+            )
+        return True
+
+    def _build_turn_stmts(self) -> tuple[sa.Executable, sa.Executable, sa.Executable]:
+        """save_turn's statements, built once: a turn is saved for every model
+        call, and building (and cache-keying) them each time cost more than
+        running them."""
         t = turns.c
+        run_id: sa.BindParameter[str] = sa.bindparam("run_id")
         next_seq = (
             sa.select(sa.func.coalesce(sa.func.max(t.seq), 0) + 1)
             .where(t.run_id == run_id)
             .scalar_subquery()
         )
-        usage = turn.usage
-        stmt = (
+        values: dict[str, sa.BindParameter[Any]] = {
+            c.name: sa.bindparam(c.name) for c in turns.c if c.name != "seq"
+        }
+        insert = (
             self._insert(turns)
-            .values(
-                run_id=run_id,
-                turn_id=turn.key.id(),
-                seq=next_seq,
-                phase=turn.key.phase,
-                round=turn.key.round,
-                slot=turn.key.slot,
-                tier=turn.key.tier,
-                status=turn.status,
-                drop_class=turn.drop_class,
-                model=turn.model,
-                text=turn.text,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cached_tokens=usage.cached_tokens,
-                latency_ms=usage.latency_ms,
-                cost_usd=usage.cost_usd,
-                truncated=turn.truncated,
-                created_at=self._now(),
-            )
+            .values(**values, seq=next_seq)
             .on_conflict_do_nothing(index_elements=[t.run_id, t.turn_id])
             .returning(t.turn_id)
         )
-        lock_run = sa.select(runs.c.id).where(runs.c.id == run_id).with_for_update()
-        with self._write("save_turn") as conn:
-            # Lock the run row first: concurrent saves for one run then take
-            # turns computing the next seq (SQLite's BEGIN IMMEDIATE already
-            # serialises writers; FOR UPDATE is not rendered there).
-            if conn.execute(lock_run).first() is None:
-                raise RunNotFound(f"save_turn: no run {run_id}")
-            if conn.execute(stmt).first() is None:
-                return False
-            conn.execute(
-                sa.update(runs)
-                .where(runs.c.id == run_id)
-                .values(
-                    tokens_total=runs.c.tokens_total + usage.input_tokens + usage.output_tokens,
-                    cost_usd=runs.c.cost_usd + usage.cost_usd,
-                )
+        r_id: sa.BindParameter[str] = sa.bindparam("r_id")
+        lock_run = sa.select(runs.c.id).where(runs.c.id == r_id).with_for_update()
+        add_usage = (
+            sa.update(runs)
+            .where(runs.c.id == r_id)
+            .values(
+                tokens_total=runs.c.tokens_total + sa.bindparam("r_tokens"),
+                cost_usd=runs.c.cost_usd + sa.bindparam("r_cost"),
             )
-        return True
+        )
+        return lock_run, insert, add_usage
 
     def load_turns(self, run_id: str) -> list[Turn]:
         """Every saved turn of a run, in the order they were saved."""

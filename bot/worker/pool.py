@@ -340,10 +340,10 @@ class Worker:
                 raise LeaseLost(run.id)
             if self._draining:  # between batches: every finished turn is stored
                 raise Draining(run.id)
-            current = await anyio.to_thread.run_sync(svc.store.get_run, run.id)
-            if current is None or current.lease_owner != self.id:
+            current = await anyio.to_thread.run_sync(svc.store.run_control, run.id)
+            if current is None or current[0] != self.id:
                 raise LeaseLost(run.id)
-            if current.cancel_requested:
+            if current[1]:
                 raise Cancelled(run.id)
 
         def on_turn(turn: Turn) -> None:
