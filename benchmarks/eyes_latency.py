@@ -19,10 +19,12 @@ comparison. The worker poll, leases and GitHub write pacing are the settings'
 defaults (the test harness shortens them; they are set back here), so a prompt
 answer on ``pg`` can only come from the notice.
 
-A breakdown follows: for each delivery, the fake GitHub's recorded requests for
-its installation, in order; each step's time runs from the previous instant
-(the 202, then the previous answer) to this request's answer, so it holds the
-bot's own work before the call as well as the call.
+A breakdown follows, per command, between milestones on this process's clock:
+the delivery stored (its row's ``received_at``), claimed (the row first seen
+leased by a sampler reading the database every 10 ms: the bot logs no claim),
+its installation token answered, its run queued (the run row's ``created_at``)
+and the eyes answered. The 202 is shown against "stored" alone: it can reach
+this process after the worker has already started.
 """
 
 from __future__ import annotations
@@ -31,24 +33,31 @@ import argparse
 import asyncio
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
-from collections import defaultdict
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
 
 import httpx
+import sqlalchemy as sa
 
 from benchmarks._support_models import model_server_process, verdict
 from benchmarks.common import percentile, print_table
 from bot.config import Settings
 from bot.github.webhooks import sign
+from bot.store.engine import normalize_url
+from bot.store.schema import deliveries, runs
 from tests.fakes.github_server import FakeGitHub, RecordedRequest
 from tests.fakes.model_server import FakeModelServer
 from tests.harness.postgres import fresh_pg_database
@@ -83,6 +92,7 @@ class Command:
     installation: int
     comment_id: int
     body: bytes
+    delivery_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     accepted_at: float = 0.0  # time.monotonic() when its 202 arrived
 
 
@@ -90,8 +100,8 @@ class Command:
 class Measured:
     topology: str
     latencies_ms: list[float]
-    # step name -> its duration (ms) for each command that made that step
-    steps: dict[str, list[float]] = field(default_factory=dict)
+    phases: dict[str, list[float]]  # phase -> its duration (ms), per command
+    claims: Counter[str]  # deliveries claimed per worker process
 
     def p(self, q: float) -> float:
         return percentile(self.latencies_ms, q)
@@ -134,7 +144,7 @@ async def post_all(url: str, commands: Sequence[Command]) -> None:
         async def one(c: Command) -> None:
             headers = {
                 "X-GitHub-Event": "issue_comment",
-                "X-GitHub-Delivery": str(uuid.uuid4()),
+                "X-GitHub-Delivery": c.delivery_id,
                 "X-Hub-Signature-256": sign(SECRET.encode(), c.body),
                 "Content-Type": "application/json",
             }
@@ -163,41 +173,119 @@ def eyes_at(github: FakeGitHub) -> dict[int, float]:
     return seen
 
 
-def installation_of(r: RecordedRequest) -> int | None:
-    m = TOKEN_PATH.search(r.path)
-    return int(m.group(1)) if m else r.installation
-
-
-def step_name(r: RecordedRequest) -> str:
-    if EYES_PATH.search(r.path):
-        return f"{r.method} …/reactions (eyes)"
-    return f"{r.method} {r.route}"
-
-
-def steps(
-    commands: Sequence[Command], requests: Sequence[RecordedRequest]
-) -> dict[str, list[float]]:
-    """Per step, its duration (ms) for each command: from the previous instant
-    (the 202, then the previous request's answer) to this request's answer, up
-    to the eyes reaction. Each command has its own installation, so every
-    request is attributable to one command."""
-    by_installation: dict[int, list[RecordedRequest]] = defaultdict(list)
+def first_token_at(requests: Sequence[RecordedRequest]) -> dict[int, float]:
+    """Installation -> when its first installation token was answered."""
+    seen: dict[int, float] = {}
     for r in requests:
-        inst = installation_of(r)
-        if inst is not None:
-            by_installation[inst].append(r)
-    out: dict[str, list[float]] = defaultdict(list)
+        m = TOKEN_PATH.search(r.path)
+        if r.method == "POST" and m and r.status == 201:
+            seen.setdefault(int(m.group(1)), r.at)
+    return seen
+
+
+class ClaimSampler:
+    """Notes when each delivery is first seen leased, and by whom, by reading the
+    database every few milliseconds (the bot logs no claim; a finished delivery
+    drops its lease, so the rows cannot tell afterwards)."""
+
+    def __init__(self, database_url: str, every_s: float = 0.01) -> None:
+        self.engine = sa.create_engine(normalize_url(database_url), poolclass=sa.pool.NullPool)
+        self.every_s = every_s
+        self.claimed: dict[str, tuple[float, str]] = {}  # delivery -> (monotonic, owner)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ClaimSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.engine.dispose()
+
+    def _run(self) -> None:
+        d = deliveries.c
+        query = sa.select(d.delivery_id, d.lease_owner).where(d.lease_owner.is_not(None))
+        with self.engine.connect() as conn:
+            while not self._stop.wait(self.every_s):
+                rows = conn.execute(query).all()
+                conn.rollback()  # a fresh snapshot each time
+                now = time.monotonic()
+                for delivery_id, owner in rows:
+                    self.claimed.setdefault(delivery_id, (now, owner))
+
+
+def stored_and_queued(
+    database_url: str, commands: Sequence[Command]
+) -> tuple[dict[str, float], dict[int, float]]:
+    """When each delivery was stored and each installation's run created, on
+    this process's monotonic clock (the rows hold UTC wall-clock times)."""
+    offset = time.time() - time.monotonic()  # same host, same wall clock
+    engine = sa.create_engine(normalize_url(database_url), poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            ids = [c.delivery_id for c in commands]
+            insts = [c.installation for c in commands]
+            d, r = deliveries.c, runs.c
+            stored = conn.execute(
+                sa.select(d.delivery_id, d.received_at).where(d.delivery_id.in_(ids))
+            ).all()
+            queued = conn.execute(
+                sa.select(r.installation_id, r.created_at).where(r.installation_id.in_(insts))
+            ).all()
+    finally:
+        engine.dispose()
+    return (
+        {k: _utc(v).timestamp() - offset for k, v in stored},
+        {k: _utc(v).timestamp() - offset for k, v in queued},
+    )
+
+
+def _utc(value: datetime) -> datetime:
+    # SQLite keeps no zone: the store writes UTC.
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+PHASES = (
+    "stored → its 202 seen here",
+    "stored → claimed (wake, free intake slot, claim)",
+    "claimed → token answered (JWT, POST access_tokens)",
+    "token → run queued (permission, config, create_run)",
+    "run queued → eyes answered",
+)
+
+
+def phases(
+    commands: Sequence[Command],
+    eyes: dict[int, float],
+    tokens: dict[int, float],
+    stored: dict[str, float],
+    claimed: dict[str, tuple[float, str]],
+    queued: dict[int, float],
+) -> dict[str, list[float]]:
+    """Per phase, its duration (ms) for each command whose milestones are all known
+    (a claim can fall between two samples and be missed)."""
+    out: dict[str, list[float]] = {name: [] for name in PHASES}
     for c in commands:
-        prev = c.accepted_at
-        for r in sorted(by_installation.get(c.installation, []), key=lambda r: r.at):
-            if r.at < c.accepted_at:
-                continue
-            out[step_name(r)].append((r.at - prev) * 1000)
-            prev = r.at
-            m = EYES_PATH.search(r.path)
-            if m and int(m.group(1)) == c.comment_id:
-                break
-    return dict(out)
+        if c.delivery_id not in claimed or c.delivery_id not in stored:
+            continue
+        if c.installation not in tokens or c.installation not in queued:
+            continue
+        t0 = stored[c.delivery_id]
+        marks = [
+            c.accepted_at,
+            claimed[c.delivery_id][0],
+            tokens[c.installation],
+            queued[c.installation],
+            eyes[c.comment_id],
+        ]
+        out[PHASES[0]].append((marks[0] - t0) * 1000)
+        prev = t0
+        for name, at in zip(PHASES[1:], marks[1:], strict=True):
+            out[name].append((at - prev) * 1000)
+            prev = at
+    return out
 
 
 def wait_for_eyes(
@@ -256,9 +344,10 @@ def measure(
         urls = SimpleNamespace(openai_base_url=models_url, anthropic_base_url=root)
         h = Harness(tmp, github, cast(FakeModelServer, urls), private)
         h.env.update(DEFAULTS)
+        database_url = database_url or h.db_url
         workers: list[Service] = []
         try:
-            if database_url is None:
+            if database_url == h.db_url:
                 svc = h.start()
                 logs = [tmp / "service.log"]
             else:
@@ -271,17 +360,46 @@ def measure(
             wait_for_eyes(github, warm, timeout_s, logs)
 
             batch = [add_command(github, i) for i in range(WARMUP + 1, WARMUP + 1 + n)]
-            asyncio.run(post_all(svc.url, batch))
-            seen = wait_for_eyes(github, batch, timeout_s, logs)
+            with ClaimSampler(database_url) as sampler:
+                asyncio.run(post_all(svc.url, batch))
+                seen = wait_for_eyes(github, batch, timeout_s, logs)
             with github._lock:
                 requests = list(github.requests)
+            stored, queued = stored_and_queued(database_url, batch)
         finally:
             # The debates are still running: only the eyes were wanted.
             h.stop()
             for w in workers:
                 w.stop()
     latencies = [(seen[c.comment_id] - c.accepted_at) * 1000 for c in batch]
-    return Measured(topology, latencies, steps(batch, requests))
+    tokens = first_token_at(requests)
+    split = phases(batch, seen, tokens, stored, sampler.claimed, queued)
+    claims = Counter(owner for _, owner in sampler.claimed.values())
+    return Measured(topology, latencies, split, claims)
+
+
+def _spread(values: Sequence[float]) -> str:
+    if not values:
+        return "-"
+    p50, p99 = percentile(values, 50), percentile(values, 99)
+    return f"{p50:.0f} / {p99:.0f} / {max(values):.0f} ({len(values)})"
+
+
+def _claims(claims: Counter[str]) -> str:
+    return " + ".join(str(count) for _, count in claims.most_common())
+
+
+@contextmanager
+def scratch(prefix: str, *, keep: bool) -> Iterator[str]:
+    """A temporary directory for the services' database and logs, kept on request."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield tmp
+    finally:
+        if keep:
+            print(f"logs kept in {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv: list[str]) -> int:
@@ -291,6 +409,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--latency", type=float, default=2.0, help="model delay L in seconds")
     parser.add_argument("--topology", choices=["serve", "pg", "all"], default="all")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for eyes")
+    parser.add_argument(
+        "--keep-logs", action="store_true", help="keep the services' logs (for a breakdown)"
+    )
     args = parser.parse_args(argv)
     n = args.n if args.n is not None else 10 if args.quick else 50
     chosen = list(TOPOLOGIES) if args.topology == "all" else [args.topology]
@@ -299,7 +420,7 @@ def main(argv: list[str]) -> int:
     skipped: dict[str, str] = {}
     with model_server_process(latency_s=args.latency) as models_url:
         for topology in chosen:
-            with tempfile.TemporaryDirectory(prefix=f"bench-eyes-{topology}-") as tmp:
+            with scratch(f"bench-eyes-{topology}-", keep=args.keep_logs) as tmp:
                 if topology == "serve":
                     results.append(measure(topology, Path(tmp), models_url, n, args.timeout, None))
                     continue
@@ -335,24 +456,12 @@ def main(argv: list[str]) -> int:
             for m in results
         ],
     )
-    # In the order they happen (dicts keep the first command's order).
-    names = list(dict.fromkeys(name for m in results for name in m.steps))
     print_table(
-        "Where it goes: each step from the previous instant to its answer (ms, p50 / p99)",
-        ["step", *(TOPOLOGIES[m.topology] for m in results)],
-        [
-            [
-                name,
-                *(
-                    f"{percentile(m.steps[name], 50):.0f} / {percentile(m.steps[name], 99):.0f}"
-                    f" ({len(m.steps[name])})"
-                    if name in m.steps
-                    else "-"
-                    for m in results
-                ),
-            ]
-            for name in names
-        ],
+        "Where it goes, from the delivery stored (ms, p50 / p99 / max, over the commands "
+        "whose claim the 10 ms sampler saw)",
+        ["phase", *(TOPOLOGIES[m.topology] for m in results)],
+        [[name, *(_spread(m.phases[name]) for m in results)] for name in PHASES]
+        + [["claims per worker process", *(_claims(m.claims) for m in results)]],
     )
     by_name = {m.topology: m for m in results}
     if "serve" in by_name:
@@ -364,3 +473,7 @@ def main(argv: list[str]) -> int:
     for topology, reason in skipped.items():
         print(f"SKIP  {TOPOLOGIES[topology]}: {reason}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
