@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -102,6 +103,9 @@ class Measured:
     latencies_ms: list[float]
     phases: dict[str, list[float]]  # phase -> its duration (ms), per command
     claims: Counter[str]  # deliveries claimed per worker process
+    # thread -> its shares of the burst's wall time spent running and runnable
+    # but waiting for a CPU (2 shared cores: other work on the host counts)
+    cpu: dict[str, tuple[float, ...]]
 
     def p(self, q: float) -> float:
         return percentile(self.latencies_ms, q)
@@ -171,6 +175,15 @@ def eyes_at(github: FakeGitHub) -> dict[int, float]:
         ):
             seen.setdefault(int(m.group(1)), r.at)
     return seen
+
+
+def schedstat(pid: int, tid: int) -> tuple[float, float]:
+    """Seconds a thread has run, and has waited runnable for a CPU (Linux)."""
+    try:
+        ran, waited, _ = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    return int(ran) / 1e9, int(waited) / 1e9
 
 
 def first_token_at(requests: Sequence[RecordedRequest]) -> dict[int, float]:
@@ -360,9 +373,28 @@ def measure(
             wait_for_eyes(github, warm, timeout_s, logs)
 
             batch = [add_command(github, i) for i in range(WARMUP + 1, WARMUP + 1 + n)]
+            procs = {
+                "web" if workers else "serve": svc,
+                **{f"worker{i}": w for i, w in enumerate(workers)},
+            }
+            # Each process's event-loop thread (the main one), and the fake GitHub's.
+            threads = {
+                name: (p.proc.pid, p.proc.pid) for name, p in procs.items() if p.proc is not None
+            }
+            assert github._thread is not None and github._thread.native_id is not None
+            threads["fake GitHub"] = (os.getpid(), github._thread.native_id)
+            sched0 = {name: schedstat(*t) for name, t in threads.items()}
+            t0 = time.monotonic()
             with ClaimSampler(database_url) as sampler:
                 asyncio.run(post_all(svc.url, batch))
                 seen = wait_for_eyes(github, batch, timeout_s, logs)
+            wall = time.monotonic() - t0
+            cpu = {
+                name: tuple(
+                    (b - a) / wall for a, b in zip(sched0[name], schedstat(*t), strict=True)
+                )
+                for name, t in threads.items()
+            }
             with github._lock:
                 requests = list(github.requests)
             stored, queued = stored_and_queued(database_url, batch)
@@ -375,7 +407,7 @@ def measure(
     tokens = first_token_at(requests)
     split = phases(batch, seen, tokens, stored, sampler.claimed, queued)
     claims = Counter(owner for _, owner in sampler.claimed.values())
-    return Measured(topology, latencies, split, claims)
+    return Measured(topology, latencies, split, claims, cpu)
 
 
 def _spread(values: Sequence[float]) -> str:
@@ -383,6 +415,10 @@ def _spread(values: Sequence[float]) -> str:
         return "-"
     p50, p99 = percentile(values, 50), percentile(values, 99)
     return f"{p50:.0f} / {p99:.0f} / {max(values):.0f} ({len(values)})"
+
+
+def _cpu(cpu: dict[str, tuple[float, ...]]) -> str:
+    return ", ".join(f"{name} {ran:.0%} / {waited:.0%}" for name, (ran, waited) in cpu.items())
 
 
 def _claims(claims: Counter[str]) -> str:
@@ -461,7 +497,13 @@ def main(argv: list[str]) -> int:
         "whose claim the 10 ms sampler saw)",
         ["phase", *(TOPOLOGIES[m.topology] for m in results)],
         [[name, *(_spread(m.phases[name]) for m in results)] for name in PHASES]
-        + [["claims per worker process", *(_claims(m.claims) for m in results)]],
+        + [["claims per worker process", *(_claims(m.claims) for m in results)]]
+        + [
+            [
+                "loop threads over the burst: ran / waited for a CPU",
+                *(_cpu(m.cpu) for m in results),
+            ]
+        ],
     )
     by_name = {m.topology: m for m in results}
     if "serve" in by_name:
