@@ -160,19 +160,19 @@ async def post_all(url: str, commands: Sequence[Command]) -> None:
         await asyncio.gather(*(one(c) for c in commands))
 
 
-def eyes_at(github: FakeGitHub) -> dict[int, float]:
+def recorded(github: FakeGitHub) -> list[RecordedRequest]:
+    with github._lock:  # the server thread appends while we read
+        return list(github.requests)
+
+
+def eyes_at(requests: Sequence[RecordedRequest]) -> dict[int, float]:
     """Comment id -> when the fake GitHub answered its first `eyes` reaction."""
     seen: dict[int, float] = {}
-    with github._lock:  # the server thread appends while we read
-        requests = list(github.requests)
     for r in requests:
         m = EYES_PATH.search(r.path)
-        if (
-            r.method == "POST"
-            and m
-            and isinstance(r.json, dict)
-            and r.json.get("content") == "eyes"
-        ):
+        if not (m and r.method == "POST" and 200 <= r.status < 300):
+            continue
+        if isinstance(r.json, dict) and r.json.get("content") == "eyes":
             seen.setdefault(int(m.group(1)), r.at)
     return seen
 
@@ -307,7 +307,7 @@ def wait_for_eyes(
     wanted = {c.comment_id for c in commands}
     deadline = time.monotonic() + timeout_s
     while True:
-        seen = eyes_at(github)
+        seen = eyes_at(recorded(github))
         if wanted <= seen.keys():
             return seen
         if time.monotonic() > deadline:
@@ -395,8 +395,7 @@ def measure(
                 )
                 for name, t in threads.items()
             }
-            with github._lock:
-                requests = list(github.requests)
+            requests = recorded(github)
             stored, queued = stored_and_queued(database_url, batch)
         finally:
             # The debates are still running: only the eyes were wanted.
@@ -477,7 +476,10 @@ def main(argv: list[str]) -> int:
         f"{n} `/debate` commands at once, each on its own installation, after one warm-up "
         f"command; latency = the webhook's 202 → the fake GitHub answering the `eyes` "
         f"reaction. Defaults restored over the harness's test values: {settings} (the "
-        f"poll is only a fallback). Model delay L = {args.latency * 1000:.0f} ms."
+        f"poll is only a fallback); intake and worker concurrency at their defaults "
+        f"({_default('intake_concurrency')} and {_default('worker_concurrency')} per "
+        f"worker process). Model delay L = {args.latency * 1000:.0f} ms (the debates run "
+        "on after their eyes and are stopped)."
     )
     print_table(
         "Eyes latency: 202 → `eyes` reaction (ms)",
