@@ -24,7 +24,9 @@ the delivery stored (its row's ``received_at``), claimed (the row first seen
 leased by a sampler reading the database every 10 ms: the bot logs no claim),
 its installation token answered, its run queued (the run row's ``created_at``)
 and the eyes answered. The 202 is shown against "stored" alone: it can reach
-this process after the worker has already started.
+this process after the worker has already started. A last row gives each
+event-loop thread's time running and waiting for a CPU over the burst (Linux
+schedstat): on a shared 2-core host the waiting can be as long as the running.
 """
 
 from __future__ import annotations
@@ -347,8 +349,10 @@ def start_pg(h: Harness, database_url: str) -> tuple[Service, list[Service]]:
 
 
 def measure(
-    topology: str, tmp: Path, models_url: str, n: int, timeout_s: float, database_url: str | None
+    topology: str, tmp: Path, models_url: str, n: int, timeout_s: float, pg_url: str | None
 ) -> Measured:
+    """One topology on fresh processes: `serve` on SQLite, or (given ``pg_url``)
+    `web` + two `worker`s on that PostgreSQL database."""
     private, public = rsa_keypair()
     with FakeGitHub(app_id=APP_ID, public_key_pem=public) as github:
         # Harness only reads the model server's two base URLs; the server itself
@@ -357,14 +361,14 @@ def measure(
         urls = SimpleNamespace(openai_base_url=models_url, anthropic_base_url=root)
         h = Harness(tmp, github, cast(FakeModelServer, urls), private)
         h.env.update(DEFAULTS)
-        database_url = database_url or h.db_url
+        database_url = pg_url or h.db_url
         workers: list[Service] = []
         try:
-            if database_url == h.db_url:
+            if pg_url is None:
                 svc = h.start()
                 logs = [tmp / "service.log"]
             else:
-                svc, workers = start_pg(h, database_url)
+                svc, workers = start_pg(h, pg_url)
                 h.service = svc
                 logs = [tmp / "web.log", *(tmp / f"worker{i}.log" for i in range(2))]
 
