@@ -721,14 +721,15 @@ def test_quota_counts(store, clock):
     new_run(store, issue=3, requested_by="alice")
     new_run(store, issue=1, repo="octo/other", requested_by="alice")
     day_ago = clock.now - timedelta(days=1)
-    assert store.count_runs_since("octo/repo", day_ago) == 3
-    assert store.count_runs_since("octo/repo", start + timedelta(minutes=1)) == 2
-    assert store.count_runs_since("octo/repo", day_ago, requested_by="alice") == 2
-    assert store.count_runs_since(None, day_ago, requested_by="alice") == 3
-    assert store.count_runs_since("octo/repo", clock.now + timedelta(seconds=1)) == 0
+    assert store.quota_counts("octo/repo", day_ago, "alice") == (3, 2)
+    assert store.quota_counts("octo/repo", day_ago, "bob") == (3, 1)
+    assert store.quota_counts("octo/repo", day_ago, "carol") == (3, 0)
+    assert store.quota_counts("octo/other", day_ago, "alice") == (1, 1)
+    assert store.quota_counts("octo/repo", start + timedelta(minutes=1), "alice") == (2, 1)
+    assert store.quota_counts("octo/repo", clock.now + timedelta(seconds=1), "alice") == (0, 0)
     # a non-UTC aware timestamp means the same instant
     plus2 = timezone(timedelta(hours=2))
-    assert store.count_runs_since("octo/repo", clock.now.astimezone(plus2)) == 2
+    assert store.quota_counts("octo/repo", clock.now.astimezone(plus2), "bob") == (2, 1)
 
 
 def test_counts_by_state(store, clock):

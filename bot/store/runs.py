@@ -699,18 +699,15 @@ class RunStore(ScheduleQueries, PacingQueries):
         # Decoding a given JSON string validates it before it is stored.
         return spec_to_json(spec if isinstance(spec, DebateSpec) else spec_from_json(spec))
 
-    def count_runs_since(
-        self, repo: str | None, since: datetime, requested_by: str | None = None
-    ) -> int:
-        """Runs created at or after ``since`` in ``repo`` (None: every repo),
-        optionally only those requested by ``requested_by`` (for quotas)."""
-        stmt = sa.select(sa.func.count()).select_from(runs).where(runs.c.created_at >= since)
-        if repo is not None:
-            stmt = stmt.where(runs.c.repo == repo)
-        if requested_by is not None:
-            stmt = stmt.where(runs.c.requested_by == requested_by)
-        with self._read("count_runs_since") as conn:
-            return int(conn.execute(stmt).scalar_one())
+    def quota_counts(self, repo: str, since: datetime, requested_by: str) -> tuple[int, int]:
+        """Runs created at or after ``since`` in ``repo``: all of them, and those
+        ``requested_by`` asked for. One query for both quotas."""
+        r = runs.c
+        mine = sa.func.count().filter(r.requested_by == requested_by)
+        stmt = sa.select(sa.func.count(), mine).where(r.created_at >= since, r.repo == repo)
+        with self._read("quota_counts") as conn:
+            total, own = conn.execute(stmt).one()
+        return int(total), int(own)
 
     def counts_by_state(self) -> dict[str, int]:
         """Runs per state, every state present (for metrics gauges)."""

@@ -421,7 +421,7 @@ async def _arbitrate_bots(
         return "done"
     # Every queued comment is a run of its own: never announce more than the
     # daily quotas let through (at least one, so an exhausted quota gets its reply).
-    limit = max(1, min(MAX_BOTS_QUEUE, r.quota_left(origin, config)))
+    limit = max(1, min(MAX_BOTS_QUEUE, await r.quota_left(origin, config)))
     chosen = sel.eligible[:limit]
     first, rest = chosen[0], [int(c["id"]) for c in chosen[1:]]
     queue = QueuedComments(

@@ -7,10 +7,13 @@ bot/worker/triggers.py registers the features with the router.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
+
+import anyio
 
 from bot.config import RepoConfig, Settings, load_repo_config
 from bot.github.events import (
@@ -27,6 +30,8 @@ from bot.store.rows import RunRow
 from bot.worker.publish import Thread
 
 CONFIG_PATH = ".github/debate.yml"
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @dataclass
@@ -42,6 +47,11 @@ class Services:
     new_run_id: Callable[[Origin], str] = field(default=lambda _: uuid.uuid4().hex[:12])
     # Look up the bot's own comments by marker before posting any (a re-run).
     resume_comments: bool = False
+
+    async def db(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """A store call in a worker thread: the store is synchronous, and on the
+        event loop every other run and delivery would wait out its round trip."""
+        return await anyio.to_thread.run_sync(functools.partial(call, *args, **kwargs))
 
 
 @dataclass(frozen=True)

@@ -267,7 +267,7 @@ class Worker:
             log.exception("delivery.crashed")
             error = "internal_error"
         try:
-            self.svc.store.finish_delivery(row.delivery_id, state, error)  # type: ignore[arg-type]
+            await self.svc.db(self.svc.store.finish_delivery, row.delivery_id, state, error)  # type: ignore[arg-type]
         except BotError as exc:  # the lease lapses and the delivery is retried
             log.warning("delivery.finish_failed", error=exc.code)
 

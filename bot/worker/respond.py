@@ -123,26 +123,23 @@ class Responder:
             )
         return False
 
-    def quota_left(self, origin: Origin, config: RepoConfig) -> int:
-        """Runs this user may still start here today (repo and user quotas)."""
+    async def _quota_used(self, origin: Origin) -> tuple[int, int]:
+        """Runs started here in the last day: by anyone, and by this user."""
         since = datetime.now(UTC) - timedelta(days=1)
-        store = self.svc.store
-        repo_left = config.quotas.per_repo_per_day - store.count_runs_since(origin.repo, since)
-        user_left = config.quotas.per_user_per_day - store.count_runs_since(
-            origin.repo, since, requested_by=origin.sender
-        )
-        return max(0, min(repo_left, user_left))
+        return await self.svc.db(self.svc.store.quota_counts, origin.repo, since, origin.sender)
+
+    async def quota_left(self, origin: Origin, config: RepoConfig) -> int:
+        """Runs this user may still start here today (repo and user quotas)."""
+        repo_used, user_used = await self._quota_used(origin)
+        quotas = config.quotas
+        return max(0, min(quotas.per_repo_per_day - repo_used, quotas.per_user_per_day - user_used))
 
     async def quota_ok(self, gh: InstallationClient, origin: Origin, config: RepoConfig) -> bool:
-        since = datetime.now(UTC) - timedelta(days=1)
-        store = self.svc.store
-        if store.count_runs_since(origin.repo, since) >= config.quotas.per_repo_per_day:
+        repo_used, user_used = await self._quota_used(origin)
+        if repo_used >= config.quotas.per_repo_per_day:
             await self.reply(gh, origin, "This repository has reached its daily debate quota.")
             return False
-        if (
-            store.count_runs_since(origin.repo, since, requested_by=origin.sender)
-            >= config.quotas.per_user_per_day
-        ):
+        if user_used >= config.quotas.per_user_per_day:
             await self.reply(gh, origin, "You have reached your daily debate quota here.")
             return False
         return True
@@ -167,7 +164,8 @@ class Responder:
         """Create a queued run (one active run per issue), acknowledge, wake a worker."""
         if link_from is None and not await self.quota_ok(gh, origin, config):
             return "done"
-        active = self.svc.store.active_run(origin.repo, origin.issue_number)
+        store = self.svc.store
+        active = await self.svc.db(store.active_run, origin.repo, origin.issue_number)
         if active is not None:
             await self.already_running(gh, origin, active)
             return "done"
@@ -200,7 +198,8 @@ class Responder:
             labels=origin.labels,
         )
         try:
-            run = self.svc.store.create_run(
+            run = await self.svc.db(
+                store.create_run,
                 repo=origin.repo,
                 issue_number=origin.issue_number,
                 spec=spec,
