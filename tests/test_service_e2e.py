@@ -9,6 +9,7 @@ from tests.harness.scenarios import (
     MARKER,
     bot_markers,
     command,
+    debate_under_way,
     delivery_states,
     finished,
     runs,
@@ -68,6 +69,24 @@ def test_redelivery_three_times_makes_one_run(harness: Harness) -> None:
     assert len(runs(h)) == 1
     markers = bot_markers(h, number)
     assert len(markers) == len(set(markers))
+
+
+def test_a_second_debate_on_a_busy_issue_is_told_which_run_holds_it(harness: Harness) -> None:
+    h = harness
+    number = debate_under_way(h)
+    payload, comment_id = command(h, number, "/debate --rounds 1")
+    assert h.post("issue_comment", payload).status_code == 202
+    [(run_id, _, _)] = runs(h)
+
+    def told() -> bool:
+        return any(
+            "A debate is already running here" in c["body"] and run_id in c["body"]
+            for c in h.github.comments(REPO, number)
+        )
+
+    h.wait_for(told, what="the already-running reply")
+    assert len(runs(h)) == 1  # the database refused the second run
+    assert "eyes" not in h.github.reactions(REPO, comment_id=comment_id)
 
 
 def test_ignored_senders_and_edits_make_no_run(harness: Harness) -> None:

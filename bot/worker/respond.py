@@ -164,11 +164,7 @@ class Responder:
         """Create a queued run (one active run per issue), acknowledge, wake a worker."""
         if link_from is None and not await self.quota_ok(gh, origin, config):
             return "done"
-        store = self.svc.store
-        active = await self.svc.db(store.active_run, origin.repo, origin.issue_number)
-        if active is not None:
-            await self.already_running(gh, origin, active)
-            return "done"
+        # One active run per issue: create_run refuses a second (ActiveRunExists).
         run_id = self.svc.new_run_id(origin)
         try:
             chosen, spec = self.make_spec(
@@ -199,7 +195,7 @@ class Responder:
         )
         try:
             run = await self.svc.db(
-                store.create_run,
+                self.svc.store.create_run,
                 repo=origin.repo,
                 issue_number=origin.issue_number,
                 spec=spec,
