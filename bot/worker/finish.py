@@ -37,7 +37,8 @@ class Finisher:
         tokens, cost = usage
         if outcome.kind == "pending_decision":
             await self.publisher.upsert("status", outcome.body)
-            self.svc.store.release_run(
+            await self.svc.db(
+                self.svc.store.release_run,
                 self.run.id,
                 worker_id,
                 "waiting",
@@ -49,7 +50,8 @@ class Finisher:
         if outcome.kind == "aborted":
             await self.publisher.upsert("aborted", outcome.body)
             await self._close(ok=False)
-            self.svc.store.release_run(
+            await self.svc.db(
+                self.svc.store.release_run,
                 self.run.id,
                 worker_id,
                 "aborted",
@@ -77,7 +79,8 @@ class Finisher:
         if outcome.kind == "critique" and self.run.trigger.previous_review:
             await compare_findings(self.svc, self.run, outcome.findings, self.publisher)
         await self._close(ok=True)
-        self.svc.store.release_run(
+        await self.svc.db(
+            self.svc.store.release_run,
             self.run.id,
             worker_id,
             "done",
@@ -97,7 +100,9 @@ class Finisher:
         """``notice=False``: the thread is gone or locked, so nothing is posted."""
         # The stored state comes first: a notice GitHub refuses must not leave the
         # run claimable forever.
-        if not self.svc.store.release_run(self.run.id, worker_id, "failed", error_class=code):
+        if not await self.svc.db(
+            self.svc.store.release_run, self.run.id, worker_id, "failed", error_class=code
+        ):
             return  # not ours any more (lease lost, or already finished): say nothing
         if not notice:
             return
@@ -115,7 +120,7 @@ class Finisher:
         await self._close(ok=False)
 
     async def cancelled(self, worker_id: str) -> None:
-        if not self.svc.store.release_run(self.run.id, worker_id, "cancelled"):
+        if not await self.svc.db(self.svc.store.release_run, self.run.id, worker_id, "cancelled"):
             return
         try:
             await self.publisher.upsert(
@@ -128,7 +133,7 @@ class Finisher:
     async def _file_proposal(self, outcome: Outcome) -> int:
         """File the [PROPOSAL] issue once, even if the run is resumed after filing it."""
         store = self.svc.store
-        record = store.comment_id(self.run.id, PROPOSAL_ISSUE)
+        record = await self.svc.db(store.comment_id, self.run.id, PROPOSAL_ISSUE)
         if record is not None:
             return record.comment_id
         body = sanitize(
@@ -147,8 +152,9 @@ class Finisher:
             key=self.run.id,
             resumed=self.run.attempts > 1,
         )
-        store.record_comment(
-            self.run.id, PROPOSAL_ISSUE, number, "issue", hashlib.sha256(body.encode()).hexdigest()
+        digest = hashlib.sha256(body.encode()).hexdigest()
+        await self.svc.db(
+            store.record_comment, self.run.id, PROPOSAL_ISSUE, number, "issue", digest
         )
         return number
 

@@ -85,7 +85,8 @@ class Publisher:
                     await self._update(existing, part)
                 first_id = first_id or existing
                 continue
-            record = self.store.comment_id(self.run_id, marker_line)
+            # The store off the event loop: every other run waits out a call on it.
+            record = await anyio.to_thread.run_sync(self.store.comment_id, self.run_id, marker_line)
             comment_id = record.comment_id if record is not None else None
             if record is not None and record.body_sha256 == digest:
                 first_id = first_id or record.comment_id
@@ -96,8 +97,13 @@ class Publisher:
                 comment_id = await self._create(part)
             else:
                 await self._update(comment_id, part)
-            self.store.record_comment(
-                self.run_id, marker_line, comment_id, self.thread.kind, digest
+            await anyio.to_thread.run_sync(
+                self.store.record_comment,
+                self.run_id,
+                marker_line,
+                comment_id,
+                self.thread.kind,
+                digest,
             )
             first_id = first_id or comment_id
         return first_id
