@@ -168,6 +168,8 @@ class RecordedRequest:
     installation: int | None = None  # whose installation token it carried
     # time.monotonic() when the answer was sent: for latency benchmarks.
     at: float = field(default_factory=time.monotonic)
+    # time.monotonic() when the request arrived: when a pacing benchmark says it was sent.
+    received: float = field(default_factory=time.monotonic)
 
     @property
     def kind(self) -> str:
@@ -2249,6 +2251,7 @@ class _Recorder:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        received = time.monotonic()
         chunks: list[bytes] = []
 
         async def recv() -> Message:
@@ -2275,7 +2278,7 @@ class _Recorder:
                         return  # swallow the real body
                     message = {"type": "http.response.body", "body": lost}
             if message["type"] == "http.response.start":
-                self._record(scope, message["status"], b"".join(chunks))
+                self._record(scope, message["status"], b"".join(chunks), received)
                 headers = list(message.get("headers", []))
                 present = {k.lower() for k, _ in headers}
                 resource = "graphql" if scope["path"].endswith("/graphql") else "core"
@@ -2285,7 +2288,7 @@ class _Recorder:
 
         await self.app(scope, recv, snd)
 
-    def _record(self, scope: Scope, status: int, raw: bytes) -> None:
+    def _record(self, scope: Scope, status: int, raw: bytes, received: float) -> None:
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -2300,6 +2303,7 @@ class _Recorder:
                 json=body,
                 status=status,
                 installation=self.fake.token_installation(authorization),
+                received=received,
                 headers={
                     k.decode().lower(): v.decode()
                     for k, v in scope.get("headers", [])
