@@ -72,6 +72,7 @@ ONE_REPO = "org/one"
 ONE_DEBATES = 20
 TARGET_MIN_GAP_S = 1.0
 FINISHED = ("done", "failed", "aborted")
+STALL_S = 300.0
 
 
 @dataclass
@@ -110,20 +111,22 @@ def add_installation(github: FakeGitHub, i: int) -> tuple[str, int, int]:
     return repo, number, 1000 + i
 
 
-def command_body(github: FakeGitHub, repo: str, number: int, installation: int) -> bytes:
+def command_body(
+    github: FakeGitHub, repo: str, number: int, installation: int, user: str = USER
+) -> bytes:
     text = f"/debate --rounds {ROUNDS}"
-    comment_id = github.add_comment(repo, number, text, user=USER)
+    comment_id = github.add_comment(repo, number, text, user=user)
     owner, name = repo.split("/", 1)
     payload = delivery(
         "issue_comment.created.with-installation",
         **{
             "comment.body": text,
             "comment.id": comment_id,
-            "comment.user.login": USER,
+            "comment.user.login": user,
             "issue.number": number,
             "issue.title": github.issue(repo, number)["title"],
             "issue.body": github.issue(repo, number)["body"],
-            "sender.login": USER,
+            "sender.login": user,
             "sender.type": "User",
             "installation.id": installation,
             "repository.full_name": repo,
@@ -449,13 +452,16 @@ class Pacing:
                 best, best_end = end - start + 1, end
         return best, best_end
 
+    def gaps(self, apart: int = 1) -> list[tuple[float, int]]:
+        """Time from each write to the ``apart``-th next one, with that one's index."""
+        return [
+            (self.writes[i + apart].received - self.writes[i].received, i + apart)
+            for i in range(len(self.writes) - apart)
+        ]
+
     def smallest_gap(self) -> tuple[float, int]:
         """The smallest time between two consecutive writes, and the later one's index."""
-        gaps = [
-            (b.received - a.received, i + 1)
-            for i, (a, b) in enumerate(zip(self.writes, self.writes[1:], strict=False))
-        ]
-        return min(gaps) if gaps else (float("inf"), 0)
+        return min(self.gaps(), default=(float("inf"), 0))
 
 
 def content_writes(github: FakeGitHub, installation: int) -> list[RecordedRequest]:
@@ -487,23 +493,35 @@ def one_installation_part(models_url: str, latency: float, timeout_s: float) -> 
         for name in ("DEBATE_BOT_GITHUB_WRITE_INTERVAL_S", "DEBATE_BOT_GITHUB_MAX_RETRY_WAIT_S"):
             h.env.pop(name, None)
         github.add_repo(ONE_REPO, installation_id=ONE_INSTALLATION)
-        github.set_permission(ONE_REPO, USER, "admin")
         bodies = []
         for i in range(ONE_DEBATES):
+            # One requester per debate: the default quota lets a user start 10 a day
+            # in a repository (bot/config.py Quotas), and this is not about quotas.
+            user = f"dev{i + 1}"
+            github.set_permission(ONE_REPO, user, "admin")
             number = github.add_issue(ONE_REPO, title=f"{TITLE} ({i + 1})", body="For partners.")
-            bodies.append(command_body(github, ONE_REPO, number, ONE_INSTALLATION))
+            bodies.append(command_body(github, ONE_REPO, number, ONE_INSTALLATION, user))
         with pg_deployment(h, pg_url, workers=2) as dep:
             t0 = time.perf_counter()
             asyncio.run(post_all(dep.url, bodies))
             deadline, last_note = t0 + timeout_s, t0
+            seen: tuple[object, ...] = ()
+            moved = t0
             while True:
                 states = dep.states()
                 now = time.perf_counter()
                 if finished(states) >= ONE_DEBATES or now > deadline:
                     break
+                # Paced writes move at least every ~15 s (250 an hour once the hour's
+                # bucket is empty): minutes without a write or a state change is a stall.
+                writes = len(content_writes(github, ONE_INSTALLATION))
+                if (writes, sorted(states.items())) != seen:
+                    seen, moved = (writes, sorted(states.items())), now
+                elif now - moved > STALL_S:
+                    print(f"  one installation: stalled for {STALL_S:.0f} s", file=sys.stderr)
+                    break
                 if now - last_note >= 30:  # it takes minutes: show it is moving
                     last_note = now
-                    writes = len(content_writes(github, ONE_INSTALLATION))
                     print(
                         f"  one installation, {now - t0:.0f} s: {finished(states)} of "
                         f"{ONE_DEBATES} runs finished, {writes} writes",
@@ -559,7 +577,7 @@ def report_one_installation(
         [
             [
                 runs_text(states),
-                f"{makespan:.0f}" + ("" if finished(states) >= ONE_DEBATES else " (timed out)"),
+                f"{makespan:.0f}" + ("" if finished(states) >= ONE_DEBATES else " (gave up)"),
                 str(len(writes)),
                 f"{len(writes) / makespan * 60:.1f}",
                 str(pacing.refused),
@@ -574,7 +592,11 @@ def report_one_installation(
     all_done = done == ONE_DEBATES
     print(
         f"{verdict(all_done)}  one installation: {done} of {ONE_DEBATES} runs done"
-        + ("" if finished(states) >= ONE_DEBATES else f" (timed out after {timeout_s:.0f} s)")
+        + (
+            ""
+            if finished(states) >= ONE_DEBATES
+            else f" (gave up: stalled, or the {timeout_s:.0f} s timeout)"
+        )
     )
     print(f"{verdict(pacing.refused == 0)}  one installation: {pacing.refused} writes refused = 0")
     print(
@@ -592,6 +614,15 @@ def report_one_installation(
     # What a failing target was made of, to report without rerunning.
     t0 = writes[0].received if writes else 0.0
     if gap < TARGET_MIN_GAP_S and gap_at:
+        short = sorted(g for g, _ in pacing.gaps() if g < TARGET_MIN_GAP_S)
+        # A write sent late after its slot shortens the next gap: whether the
+        # spacing holds on average shows over ten gaps (≥ 10 s if it does).
+        span = min(pacing.gaps(10), default=(float("inf"), 0))[0]
+        print(
+            f"    {len(short)} of {len(writes) - 1} gaps under {TARGET_MIN_GAP_S:.0f} s "
+            f"(smallest: {', '.join(f'{g:.3f}' for g in short[:5])}); smallest span of "
+            f"10 gaps: {span:.2f} s"
+        )
         for w in writes[max(0, gap_at - 2) : gap_at + 2]:
             print(f"    +{w.received - t0:9.3f} s  {w.status}  {w.kind}")
     if per_minute > minute_cap:
