@@ -25,6 +25,12 @@ Figures of the first two parts:
   open), per run, summed over both workers with PostgreSQL. Target: ≤ 1 MB per
   active run (judged for N ≥ 10, where it is not noise).
 
+Figures of the third, from the fake's record of the installation's content-creating
+requests (by arrival): refusals (target 0), the most in any 60 s (≤ 80) and
+3,600 s (≤ 500), and the smallest gap between two consecutive ones (≥ 1 s). Each
+debate has its own requester: the default quota lets a user start 10 a day in a
+repository.
+
 A worker admits N runs at once (`worker_concurrency`) and the provider N × 2
 calls (`provider_concurrency`): the limits are settings, and this measures what
 the processes do when they are not the bound.
