@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -13,7 +15,7 @@ import jwt
 import pytest
 from starlette.routing import Route
 
-from tests.fakes.github_server import FakeGitHub
+from tests.fakes.github_server import SECONDARY_DOCS, SECONDARY_MESSAGE, FakeGitHub
 from tests.harness.service import FIXTURES, rsa_keypair
 
 SUBSET: dict[str, Any] = json.loads((FIXTURES / "rest-subset.json").read_text())
@@ -96,3 +98,163 @@ def test_installation_token_has_the_required_fields() -> None:
     body = r.json()
     assert set(schema["required"]) <= set(body)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", body["expires_at"])
+
+
+# -- GitHub's content-creation limits (80 a minute, 500 an hour per installation) --
+
+
+@dataclass
+class Writer:
+    """A client of one installation of a fake whose clock the test sets."""
+
+    gh: FakeGitHub
+    client: httpx.Client
+    jwt: str
+    repo: str
+    number: int
+    token: str = ""
+
+    def app(self, method: str, path: str) -> httpx.Response:
+        auth = {"authorization": f"Bearer {self.jwt}"}
+        return self.client.request(method, self.gh.api_url + path, headers=auth)
+
+    def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        auth = {"authorization": f"token {self.token}"}
+        return self.client.request(method, f"{self.gh.api_url}{path}", headers=auth, **kwargs)
+
+    def comment(self, body: str = "x") -> httpx.Response:
+        return self.call(
+            "POST", f"/repos/{self.repo}/issues/{self.number}/comments", json={"body": body}
+        )
+
+    def comments(self) -> int:
+        return len(self.gh.comments(self.repo, self.number))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def _writers(gh: FakeGitHub, private: str, *installations: int) -> Iterator[list[Writer]]:
+    now = int(time.time())
+    app_jwt = jwt.encode(
+        {"iat": now - 60, "exp": now + 540, "iss": str(gh.app_id)}, private, "RS256"
+    )
+    with httpx.Client() as client:
+        writers = []
+        for i in installations:
+            repo = f"org{i}/repo"
+            gh.add_repo(repo, installation_id=i)
+            w = Writer(gh, client, app_jwt, repo, gh.add_issue(repo, title="t"))
+            r = w.app("POST", f"/app/installations/{i}/access_tokens")
+            assert r.status_code == 201
+            w.token = r.json()["token"]
+            writers.append(w)
+        yield writers
+
+
+@pytest.fixture
+def writers(clock: Clock) -> Iterator[list[Writer]]:
+    private, public = rsa_keypair()
+    with FakeGitHub(app_id=7, public_key_pem=public) as gh:
+        gh.clock = clock
+        yield from _writers(gh, private, 1, 2)
+
+
+def _refused(r: httpx.Response) -> int:
+    """The Retry-After of GitHub's secondary-limit answer (asserting its shape)."""
+    assert r.status_code == 403
+    assert r.json() == {"message": SECONDARY_MESSAGE, "documentation_url": SECONDARY_DOCS}
+    return int(r.headers["retry-after"])
+
+
+def test_the_81st_write_in_a_minute_is_refused_and_has_no_effect(
+    writers: list[Writer], clock: Clock
+) -> None:
+    w = writers[0]
+    for i in range(80):
+        assert w.comment().status_code == 201, i
+        clock.now += 0.5  # the 80 over 40 s
+    assert _refused(w.comment()) == 20  # the first of the 80 leaves the window in 20 s
+    assert w.comments() == 80
+    assert w.gh.content_limited(1) == 1
+    assert w.gh.content_limited() == 1
+    assert w.gh.limited_requests(1) == 0  # the injected windows are counted apart
+    # Every content-creating method counts: a PATCH is refused too.
+    cid = w.gh.comments(w.repo, w.number)[0]["id"]
+    edit = w.call("PATCH", f"/repos/{w.repo}/issues/comments/{cid}", json={"body": "edited"})
+    _refused(edit)
+    assert w.gh.comments(w.repo, w.number)[0]["body"] == "x"
+    assert w.gh.content_limited(1) == 2
+
+
+def test_reads_app_jwt_calls_and_graphql_are_not_counted(
+    writers: list[Writer], clock: Clock
+) -> None:
+    w = writers[0]
+    for _ in range(80):
+        assert w.comment().status_code == 201
+        assert w.call("GET", f"/repos/{w.repo}/issues/{w.number}/comments").status_code == 200
+    assert w.app("POST", "/app/installations/1/access_tokens").status_code == 201
+    assert w.app("GET", "/app").status_code == 200
+    gql = w.call("POST", "/graphql", json={"query": "query { viewer { login } }"})
+    assert gql.status_code == 200
+    assert w.call("GET", f"/repos/{w.repo}/issues/{w.number}").status_code == 200
+    _refused(w.comment())
+    assert w.gh.content_limited(1) == 1
+
+
+def test_another_installation_is_not_limited(writers: list[Writer]) -> None:
+    first, second = writers
+    for _ in range(80):
+        assert first.comment().status_code == 201
+    _refused(first.comment())
+    assert second.comment().status_code == 201
+    assert first.gh.content_limited(2) == 0
+
+
+def test_the_minute_window_frees_as_the_clock_moves(writers: list[Writer], clock: Clock) -> None:
+    w = writers[0]
+    for _ in range(80):
+        assert w.comment().status_code == 201
+    assert _refused(w.comment()) == 60
+    clock.now += 59
+    assert _refused(w.comment()) == 1
+    clock.now += 1
+    assert w.comment().status_code == 201
+    assert w.comments() == 81
+
+
+def test_the_hour_window_holds_500_and_frees_after_an_hour(
+    writers: list[Writer], clock: Clock
+) -> None:
+    w = writers[0]
+    start = clock.now
+    for minute in range(10):  # 50 a minute: never the minute's limit
+        clock.now = start + 60 * minute
+        for _ in range(50):
+            assert w.comment().status_code == 201
+    clock.now = start + 600
+    assert _refused(w.comment()) == 3000  # the first 50 leave the hour at start + 3600
+    clock.now = start + 3600
+    assert w.comment().status_code == 201
+    assert w.gh.content_limited(1) == 1
+
+
+def test_the_limit_can_be_turned_off(clock: Clock) -> None:
+    private, public = rsa_keypair()
+    with FakeGitHub(app_id=7, public_key_pem=public, content_limits=False) as gh:
+        gh.clock = clock
+        for w in _writers(gh, private, 1):
+            for _ in range(81):
+                assert w[0].comment().status_code == 201
+            assert gh.content_limited() == 0

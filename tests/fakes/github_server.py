@@ -17,6 +17,16 @@ deleted"), ``transfer_issue`` (404: moved where the installation cannot see it)
 and ``lock_issue`` (403 "Unable to create comment because issue is locked.").
 Requests are recorded with the installation whose token they carried.
 
+Content creation is always limited as on GitHub (``content_limits=False`` turns it
+off): per installation, at most 80 content-creating requests in any 60 s and 500
+in any 3,600 s of ``clock``. Content-creating means POST, PATCH, PUT or DELETE on
+a REST route with an installation token; app-JWT calls (installation tokens,
+webhook redelivery) and GraphQL are not counted. The request beyond answers 403
+with the secondary-limit message and a ``Retry-After`` of the seconds until the
+window frees, and does not take effect; ``content_limited`` counts those
+refusals, apart from ``limited_requests`` (the injected windows), so a test can
+tell the bot's own pacing failing from a fault it injected.
+
 Seed state with ``add_repo``, ``set_permission``, ``put_file``, ``add_issue``,
 ``add_pull``, ``add_comment`` and ``add_review_comment``; read it back with
 ``comments``, ``reactions``, ``labels``, ``review_comments``, ``thread_resolved``,
@@ -43,7 +53,7 @@ import secrets
 import socket
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -68,6 +78,10 @@ SECONDARY_MESSAGE = (
     "content creation. Please retry your request again later. If you reach out to GitHub "
     "Support for help, please include the request ID 0000:0000:0000000:0000000:00000000."
 )
+SECONDARY_DOCS = f"{DOCS}/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"
+# GitHub's content-creation limits per installation: (window in seconds, requests).
+CONTENT_LIMITS: tuple[tuple[float, int], ...] = ((60.0, 80), (3600.0, 500))
+CONTENT_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 LEGACY_PERMISSION = {
     "admin": "admin",
     "maintain": "write",
@@ -154,6 +168,8 @@ class RecordedRequest:
     installation: int | None = None  # whose installation token it carried
     # time.monotonic() when the answer was sent: for latency benchmarks.
     at: float = field(default_factory=time.monotonic)
+    # time.monotonic() when the request arrived: when a pacing benchmark says it was sent.
+    received: float = field(default_factory=time.monotonic)
 
     @property
     def kind(self) -> str:
@@ -380,6 +396,7 @@ class FakeGitHub:
         token_ttl_s: float = 3600.0,
         api_prefix: str = "",
         rate_limit: int = 5000,
+        content_limits: bool = True,
     ) -> None:
         self.app_id = app_id
         self.app_slug = app_slug
@@ -409,6 +426,10 @@ class FakeGitHub:
         self.faults: Faults | None = None
         self.limits: list[RateLimitWindow] = []
         self._limited: Counter[int] = Counter()
+        self.content_limits = content_limits
+        # installation -> clock() of its content-creating requests in the last hour
+        self._content_writes: dict[int, deque[float]] = {}
+        self._content_limited: Counter[int] = Counter()
         # Every Authorization credential received (app JWTs, installation tokens):
         # what a test scans the bot's logs and comments for.
         self.received_credentials: set[str] = set()
@@ -683,6 +704,14 @@ class FakeGitHub:
         limit being hit; any more were sent while the client should have waited."""
         with self._lock:
             return self._limited[installation_id]
+
+    def content_limited(self, installation_id: int | None = None) -> int:
+        """Content-creating requests refused by the 80-a-minute / 500-an-hour
+        limits, for one installation or (None) all of them."""
+        with self._lock:
+            if installation_id is None:
+                return sum(self._content_limited.values())
+            return self._content_limited[installation_id]
 
     def delete_issue(self, repo: str, number: int) -> None:
         with self._lock:
@@ -1328,13 +1357,49 @@ class FakeGitHub:
             429 if window.kind == "secondary429" else 403,
             SECONDARY_MESSAGE,
             headers={"Retry-After": str(wait)} if window.retry_after else {},
-            documentation_url=f"{DOCS}/overview/rate-limits-for-the-rest-api"
-            "#about-secondary-rate-limits",
+            documentation_url=SECONDARY_DOCS,
+        )
+
+    def _content_gate(self, request: Request, route: str) -> None:
+        """GitHub's content-creation limits: admit and count the request, or refuse it."""
+        if not self.content_limits or request.method not in CONTENT_METHODS:
+            return
+        if route == "/graphql":
+            return
+        _, _, credential = request.headers.get("authorization", "").partition(" ")
+        with self._lock:
+            entry = self._tokens.get(credential.strip())
+            if entry is None or entry[1] <= time.time():
+                return  # an app JWT, or a token the route will answer 401 to
+            installation = entry[0]
+            now = self.clock()
+            times = self._content_writes.setdefault(installation, deque())
+            longest = max(span for span, _ in CONTENT_LIMITS)
+            while times and times[0] <= now - longest:
+                times.popleft()
+            wait: float | None = None
+            for span, limit in CONTENT_LIMITS:
+                inside = [t for t in times if t > now - span]
+                if len(inside) >= limit:
+                    # Free once enough of the window's oldest requests have aged out.
+                    frees = inside[len(inside) - limit] + span - now
+                    wait = frees if wait is None else max(wait, frees)
+            if wait is None:
+                times.append(now)
+                return
+            self._content_limited[installation] += 1
+        raise ApiError(
+            403,
+            SECONDARY_MESSAGE,
+            headers={"Retry-After": str(max(1, math.ceil(wait)))},
+            documentation_url=SECONDARY_DOCS,
         )
 
     async def _fault_gate(self, request: Request) -> None:
         route = _template(request.scope, self.api_prefix)
         self._limit_gate(request, route)
+        # Before the injected faults: a refused request must not use up a script entry.
+        self._content_gate(request, route)
         with self._lock:
             kind = None if self.faults is None else self.faults.pick(request.method, route)
         if kind is None:
@@ -1350,8 +1415,7 @@ class FakeGitHub:
                 403 if kind == "secondary" else 429,
                 SECONDARY_MESSAGE,
                 headers={"Retry-After": str(retry_after)},
-                documentation_url=f"{DOCS}/overview/rate-limits-for-the-rest-api"
-                "#about-secondary-rate-limits",
+                documentation_url=SECONDARY_DOCS,
             )
         if kind == "primary":
             raise ApiError(
@@ -2187,6 +2251,7 @@ class _Recorder:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        received = time.monotonic()
         chunks: list[bytes] = []
 
         async def recv() -> Message:
@@ -2213,7 +2278,7 @@ class _Recorder:
                         return  # swallow the real body
                     message = {"type": "http.response.body", "body": lost}
             if message["type"] == "http.response.start":
-                self._record(scope, message["status"], b"".join(chunks))
+                self._record(scope, message["status"], b"".join(chunks), received)
                 headers = list(message.get("headers", []))
                 present = {k.lower() for k, _ in headers}
                 resource = "graphql" if scope["path"].endswith("/graphql") else "core"
@@ -2223,7 +2288,7 @@ class _Recorder:
 
         await self.app(scope, recv, snd)
 
-    def _record(self, scope: Scope, status: int, raw: bytes) -> None:
+    def _record(self, scope: Scope, status: int, raw: bytes, received: float) -> None:
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -2238,6 +2303,7 @@ class _Recorder:
                 json=body,
                 status=status,
                 installation=self.fake.token_installation(authorization),
+                received=received,
                 headers={
                     k.decode().lower(): v.decode()
                     for k, v in scope.get("headers", [])
