@@ -21,7 +21,7 @@ from pydantic import SecretStr
 from bot.config import Settings
 from bot.errors import ConfigError, GitHubError
 from bot.github.gateway import GitHubGateway, convert_manifest, graphql_url
-from bot.github.pacing import WritePacer
+from bot.github.pacing import JITTER_MARGIN_S, WritePacer
 from bot.github.retry import decide, parse_retry_after
 from tests.fakes.github_server import FakeGitHub
 
@@ -352,7 +352,8 @@ async def test_writes_are_paced_per_installation_reads_are_not(fake, app_key, ft
         await gh.add_labels(REPO, 1, ["debate:running"])
     finally:
         await gw.aclose()
-    assert ftime.sleeps == [1.5, 1.5]
+    # The interval plus the margin for a write sent a little after its slot.
+    assert ftime.sleeps == [pytest.approx(1.5 + JITTER_MARGIN_S)] * 2
 
 
 async def test_pacer_spaces_writes_even_when_sleep_does_not_move_the_clock():
@@ -365,6 +366,22 @@ async def test_pacer_spaces_writes_even_when_sleep_does_not_move_the_clock():
     for _ in range(3):
         await pacer.wait_turn()
     assert slept == [1.0, 2.0]
+
+
+async def test_pacer_counts_from_a_late_wake_up():
+    # A busy loop wakes the writer 0.3 s after its slot: the next write still
+    # waits a whole interval after that one was sent, not after its slot.
+    now = [0.0]
+    slept: list[float] = []
+
+    async def late_sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s + 0.3
+
+    pacer = WritePacer(1.0, clock=lambda: now[0], sleep=late_sleep)
+    for _ in range(3):
+        await pacer.wait_turn()
+    assert slept == [1.0, pytest.approx(1.0)]
 
 
 # -- permissions, files --------------------------------------------------------

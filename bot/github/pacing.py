@@ -15,6 +15,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+# Added to a non-zero interval: a write is sent a little after its slot (a busy
+# event loop, a thread hop), and the next one must still arrive a full interval
+# after it at GitHub.
+JITTER_MARGIN_S = 0.1
+
+
+def spacing(interval_s: float) -> float:
+    """The spacing the pacer keeps for a configured interval."""
+    return interval_s + JITTER_MARGIN_S if interval_s > 0 else 0.0
+
 
 class WritePacer:
     def __init__(
@@ -47,7 +57,8 @@ class WritePacer:
             delay = 0.0 if self._next_at is None else max(0.0, self._next_at - now)
             if delay > 0:
                 await self._sleep(delay)
-            # From the slot we were given, not from the clock after sleeping: an
-            # injected sleep that does not advance the clock still spaces writes.
-            self._next_at = now + delay + self.interval_s
+            # From the slot we were given, or from the clock after sleeping if
+            # that is later (woken late): an injected sleep that does not advance
+            # the clock still spaces writes.
+            self._next_at = max(now + delay, self._clock()) + self.interval_s
             return delay

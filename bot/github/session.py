@@ -50,7 +50,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from bot.config import Settings
 from bot.errors import ConfigError, GitHubError, TargetGone, TransientGitHubError
 from bot.github.auth import InstallationToken, TokenCache
-from bot.github.pacing import WritePacer
+from bot.github.pacing import WritePacer, spacing
 from bot.github.retry import decide, rate_limit_wait
 from bot.logs import get_logger
 from bot.pools import ShardedTransport
@@ -239,7 +239,7 @@ class GitHubSession:
         self.api_url = settings.github_api_url.rstrip("/")
         self.graphql_url = graphql_url(self.api_url)
         self._max_wait_s = settings.github_max_retry_wait_s
-        self._write_interval_s = settings.github_write_interval_s
+        self._write_interval_s = spacing(settings.github_write_interval_s)
         self._clock = clock
         self._sleep = sleep
         self._wall = wall

@@ -67,6 +67,9 @@ class PacingQueries:
                 .where(p.installation_id == installation_id)
                 .with_for_update()
             ).one()
+            # Read again now the row is ours: another worker may have held it for
+            # a while, and a wait counted from before that would send late.
+            now = self._now()
             next_at: datetime = row.next_at
             counted_at: datetime = row.tokens_at
             slot = max(now, next_at)
