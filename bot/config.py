@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     # (one request per repository: kept rare for the rate limit).
     schedule_discovery_s: float = 6 * 3600.0
     lease_s: float = 60.0
+    # Database connections kept open per process (as many again may open for a
+    # burst): store calls run in threads, one per run or delivery in flight, and
+    # SQLAlchemy's default of 5 made them queue for a connection. On PostgreSQL,
+    # mind `max_connections` (100 by default) across every process.
+    database_pool_size: PositiveInt = 10
     # Deliveries processed at once per worker (each holds its payload, up to 25 MB).
     intake_concurrency: int = 16
     # Calls in flight per provider name (built-in or endpoint), overriding

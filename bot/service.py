@@ -32,7 +32,8 @@ log = get_logger(__name__)
 
 
 def open_store(settings: Settings) -> RunStore:
-    store = RunStore.from_url(settings.database_url)
+    size = settings.database_pool_size
+    store = RunStore.from_url(settings.database_url, pool_size=size, max_overflow=size)
     # The embedded SQLite default migrates itself; PostgreSQL deployments run
     # `debate-bot migrate` once, so that many processes never race on it.
     if store.engine.dialect.name == "sqlite":

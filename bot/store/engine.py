@@ -49,6 +49,8 @@ def _sqlite_engine(url: sa.URL, **kwargs: Any) -> Engine:
         # empty database. Concurrency needs a file database.
         kwargs.setdefault("poolclass", StaticPool)
         kwargs.setdefault("connect_args", {"check_same_thread": False})
+        kwargs.pop("pool_size", None)  # a single connection has no pool to size
+        kwargs.pop("max_overflow", None)
     engine = sa.create_engine(url, **kwargs)
 
     @event.listens_for(engine, "connect")
