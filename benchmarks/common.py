@@ -78,14 +78,31 @@ def uvicorn_server(
     """
     port = free_port()
     cmd = [
-        sys.executable, "-m", "uvicorn", "--factory", factory,
-        "--host", LOOPBACK, "--port", str(port),
-        "--loop", "asyncio", "--http", "h11", "--lifespan", "off",
-        "--no-access-log", "--log-level", "warning",
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--factory",
+        factory,
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(port),
+        "--loop",
+        "asyncio",
+        "--http",
+        "h11",
+        "--lifespan",
+        "off",
+        "--no-access-log",
+        "--log-level",
+        "warning",
     ]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            cmd, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+            cmd,
+            env={**os.environ, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
             cwd=Path(__file__).resolve().parent.parent,
         )
     try:
@@ -157,8 +174,11 @@ class _H11Connection:
             self._conn = h11.Connection(h11.CLIENT)
         reader, writer = self._streams
         try:
-            head = [("Host", self._host_header), ("Content-Length", str(len(body))),
-                    *headers.items()]
+            head = [
+                ("Host", self._host_header),
+                ("Content-Length", str(len(body))),
+                *headers.items(),
+            ]
             conn = self._conn
             writer.write(
                 conn.send(h11.Request(method="POST", target=path, headers=head))

@@ -342,12 +342,7 @@ def serve_part(models_url: str, sizes: Sequence[int], latency: float, timeout_s:
     for m in results:
         rows.append(
             [
-                str(m.n),
-                f"{m.makespan_s:.2f}",
-                f"{m.makespan_s / wall1:.2f}",
-                f"{m.baseline_kb / 1024:.0f}",
-                f"{m.peak_kb / 1024:.0f}",
-                f"{m.growth_mb_per_run:.2f}",
+                *size_cells(m, wall1),
                 f"{m.cpu_s['serve'] / m.makespan_s:.0%}",
                 runs_text(m.states),
             ]
@@ -355,12 +350,7 @@ def serve_part(models_url: str, sizes: Sequence[int], latency: float, timeout_s:
     print_table(
         "Concurrent runs: makespan(N) ÷ wall(1), peak RSS growth per run",
         [
-            "N",
-            "makespan (s)",
-            "÷ wall(1)",
-            "RSS base (MB)",
-            "peak (MB)",
-            "MB/run",
+            *SIZE_COLUMNS,
             "serve CPU",
             "runs",
         ],
@@ -368,6 +358,21 @@ def serve_part(models_url: str, sizes: Sequence[int], latency: float, timeout_s:
     )
     print_verdicts(results, wall1, "")
     return 0
+
+
+SIZE_COLUMNS = ("N", "makespan (s)", "÷ wall(1)", "RSS base (MB)", "peak (MB)", "MB/run")
+
+
+def size_cells(m: Measured, wall1: float) -> list[str]:
+    """The cells under SIZE_COLUMNS, shared by the serve and PostgreSQL tables."""
+    return [
+        str(m.n),
+        f"{m.makespan_s:.2f}",
+        f"{m.makespan_s / wall1:.2f}",
+        f"{m.baseline_kb / 1024:.0f}",
+        f"{m.peak_kb / 1024:.0f}",
+        f"{m.growth_mb_per_run:.2f}",
+    ]
 
 
 def pg_part(models_url: str, n: int, latency: float, timeout_s: float) -> int:
@@ -392,12 +397,7 @@ def pg_part(models_url: str, n: int, latency: float, timeout_s: float) -> int:
     for m in results:
         rows.append(
             [
-                str(m.n),
-                f"{m.makespan_s:.2f}",
-                f"{m.makespan_s / wall1:.2f}",
-                f"{m.baseline_kb / 1024:.0f}",
-                f"{m.peak_kb / 1024:.0f}",
-                f"{m.growth_mb_per_run:.2f}",
+                *size_cells(m, wall1),
                 *(f"{m.cpu_s.get(p, 0.0) / m.makespan_s:.0%}" for p in procs),
                 " / ".join(str(m.runs_by.get(w, 0)) for w in ("worker0", "worker1")),
                 runs_text(m.states),
@@ -407,12 +407,7 @@ def pg_part(models_url: str, n: int, latency: float, timeout_s: float) -> int:
         "Concurrent runs, web + 2 workers on PostgreSQL: makespan(N) ÷ wall(1), "
         "peak RSS growth per run",
         [
-            "N",
-            "makespan (s)",
-            "÷ wall(1)",
-            "RSS base (MB)",
-            "peak (MB)",
-            "MB/run",
+            *SIZE_COLUMNS,
             *(f"{p} CPU" for p in procs),
             "runs w0 / w1",
             "runs",

@@ -112,7 +112,10 @@ class _Driver:
 
     async def load(self, requests: int, *, measure: bool) -> LoadResult:
         result = await closed_loop(
-            self.send, requests=requests, concurrency=self.concurrency, first_index=self.sent,
+            self.send,
+            requests=requests,
+            concurrency=self.concurrency,
+            first_index=self.sent,
             server=self.server if measure else None,
         )
         self.sent += requests
@@ -136,8 +139,17 @@ async def _measure(
 
 
 def run_targets(
-    targets: list[Target], workdir: Path, body: bytes, secret: bytes, database_url: str, *,
-    warmup: int, requests: int, rounds: int, concurrency: int, client_kind: str,
+    targets: list[Target],
+    workdir: Path,
+    body: bytes,
+    secret: bytes,
+    database_url: str,
+    *,
+    warmup: int,
+    requests: int,
+    rounds: int,
+    concurrency: int,
+    client_kind: str,
 ) -> list[TargetRun]:
     """Serve every target at once (idle while another is measured), measure them
     in turns, then redeliver the first delivery sent to each."""
@@ -159,9 +171,11 @@ def run_targets(
 
     with ExitStack() as stack:
         servers = {
-            t.name: stack.enter_context(uvicorn_server(
-                t.factory, env=env, log_path=workdir / f"{t.factory.rsplit(':', 1)[1]}.log"
-            ))
+            t.name: stack.enter_context(
+                uvicorn_server(
+                    t.factory, env=env, log_path=workdir / f"{t.factory.rsplit(':', 1)[1]}.log"
+                )
+            )
             for t in targets
         }
         return asyncio.run(drive(servers))
@@ -190,8 +204,16 @@ def _verdict(ok: bool) -> str:
 def report(bare: TargetRun, real: TargetRun, rows_in_db: int, concurrency: int) -> None:
     print_table(
         f"Ingestion: {EVENT} deliveries, {concurrency} concurrent clients, loopback",
-        ["target", "requests", "deliveries/s", "p50 ms", "p99 ms", "ratio to bare",
-         "server CPU ms/req", "client CPU"],
+        [
+            "target",
+            "requests",
+            "deliveries/s",
+            "p50 ms",
+            "p99 ms",
+            "ratio to bare",
+            "server CPU ms/req",
+            "client CPU",
+        ],
         [_row(bare, bare), _row(real, bare)],
     )
     m = real.measured
@@ -202,17 +224,23 @@ def report(bare: TargetRun, real: TargetRun, rows_in_db: int, concurrency: int) 
 
     for run in (bare, real):
         if run.measured.client_cpu_s / run.measured.elapsed_s > 0.9:
-            print(f"WARN  {run.target.name}: the load generator was CPU-bound; "
-                  "its figures understate the server")
+            print(
+                f"WARN  {run.target.name}: the load generator was CPU-bound; "
+                "its figures understate the server"
+            )
         outcomes = run.warmup.outcomes + run.measured.outcomes
         unexpected = {k: v for k, v in outcomes.items() if k != QUEUED}
         if unexpected:
             print(f"FAIL  {run.target.name}: unexpected answers {dict(unexpected)}")
     queued = real.warmup.outcomes[QUEUED] + real.measured.outcomes[QUEUED]
-    print(f"{_verdict(rows_in_db == queued)}  deliveries rows == 'queued' answers: "
-          f"{rows_in_db} rows, {queued} queued")
-    print(f"{_verdict(real.redelivery == DUPLICATE)}  redelivery of a known id answers "
-          f"'duplicate': got {real.redelivery!r}")
+    print(
+        f"{_verdict(rows_in_db == queued)}  deliveries rows == 'queued' answers: "
+        f"{rows_in_db} rows, {queued} queued"
+    )
+    print(
+        f"{_verdict(real.redelivery == DUPLICATE)}  redelivery of a known id answers "
+        f"'duplicate': got {real.redelivery!r}"
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -223,7 +251,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="measurement turns per target")
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument(
-        "--client", choices=sorted(LOAD_CLIENTS), default="h11",
+        "--client",
+        choices=sorted(LOAD_CLIENTS),
+        default="h11",
         help="load generator; httpx saturates its own core first (see benchmarks.common)",
     )
     args = parser.parse_args(argv)
@@ -240,8 +270,15 @@ def main(argv: list[str]) -> int:
         try:
             store.migrate()
             bare, real = run_targets(
-                [BARE, REAL], workdir, body, secret, database_url, warmup=warmup,
-                requests=requests, rounds=rounds, concurrency=args.concurrency,
+                [BARE, REAL],
+                workdir,
+                body,
+                secret,
+                database_url,
+                warmup=warmup,
+                requests=requests,
+                rounds=rounds,
+                concurrency=args.concurrency,
                 client_kind=args.client,
             )
             rows = sum(store.delivery_counts_by_state().values())

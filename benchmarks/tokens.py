@@ -144,9 +144,7 @@ async def replay_naive(run: Driven, router: ModelRouter) -> list[Turn]:
     return answered
 
 
-async def ours_and_naive(
-    server: FakeModelServer, spec: DebateSpec
-) -> tuple[Driven, list[Turn]]:
+async def ours_and_naive(server: FakeModelServer, spec: DebateSpec) -> tuple[Driven, list[Turn]]:
     async with ModelRouter(router_settings(server.openai_base_url)) as router:
         server.reset()
         ours = await drive(spec, router)
