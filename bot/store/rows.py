@@ -124,6 +124,13 @@ class RunRow:
         )
 
 
+class RunControl(NamedTuple):
+    """What a driver checks between batches: is the run still its, and wanted."""
+
+    lease_owner: str | None
+    cancel_requested: bool
+
+
 class CommentRecord(NamedTuple):
     """A comment the bot posted for a run, found again by its marker."""
 

@@ -39,6 +39,7 @@ from bot.store.rows import (
     InstallationState,
     NewDelivery,
     RedeliveryOutcome,
+    RunControl,
     RunRow,
     RunState,
 )
@@ -441,7 +442,7 @@ class RunStore(ScheduleQueries, PacingQueries):
             row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
         return RunRow.from_mapping(row) if row is not None else None
 
-    def run_control(self, run_id: str) -> tuple[str | None, bool] | None:
+    def run_control(self, run_id: str) -> RunControl | None:
         """A running run's lease owner and cancel flag, checked between batches:
         two columns, not the row with its spec and trigger to decode."""
         r = runs.c
@@ -449,7 +450,7 @@ class RunStore(ScheduleQueries, PacingQueries):
             row = conn.execute(
                 sa.select(r.lease_owner, r.cancel_requested).where(r.id == run_id)
             ).first()
-        return (row[0], bool(row[1])) if row is not None else None
+        return RunControl(row[0], bool(row[1])) if row is not None else None
 
     def active_run(self, repo: str, issue_number: int) -> RunRow | None:
         """The queued, running or waiting run on an issue, if any."""

@@ -9,7 +9,7 @@ import socket
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import orjson
@@ -20,7 +20,7 @@ from bot.debate.types import DebateSpec, Outcome, Turn
 from bot.errors import BotError, TargetGone, Transient
 from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
-from bot.store.rows import DeliveryRow, RunRow
+from bot.store.rows import DeliveryRow, DeliveryState, RunRow
 from bot.worker.context import Services
 from bot.worker.driver import Cancelled, Draining, LeaseLost, RunDriver, tokens_and_cost
 from bot.worker.finish import Finisher
@@ -253,10 +253,13 @@ class Worker:
             await self._process_delivery(row)
 
     async def _process_delivery(self, row: DeliveryRow) -> None:
-        state, error = "failed", None
+        state: str = "failed"
+        error: str | None = None
         if row.attempts > MAX_ATTEMPTS:  # it kept killing or stalling its workers
             log.error("delivery.poisoned", attempts=row.attempts)
-            self.svc.store.finish_delivery(row.delivery_id, "failed", "too_many_attempts")
+            await self.svc.db(
+                self.svc.store.finish_delivery, row.delivery_id, "failed", "too_many_attempts"
+            )
             return
         try:
             state = await self.routes.handle(self.respond, row)
@@ -267,7 +270,8 @@ class Worker:
             log.exception("delivery.crashed")
             error = "internal_error"
         try:
-            await self.svc.db(self.svc.store.finish_delivery, row.delivery_id, state, error)  # type: ignore[arg-type]
+            final = cast(DeliveryState, state)  # the router returns a delivery state
+            await self.svc.db(self.svc.store.finish_delivery, row.delivery_id, final, error)
         except BotError as exc:  # the lease lapses and the delivery is retried
             log.warning("delivery.finish_failed", error=exc.code)
 
@@ -340,10 +344,10 @@ class Worker:
                 raise LeaseLost(run.id)
             if self._draining:  # between batches: every finished turn is stored
                 raise Draining(run.id)
-            current = await anyio.to_thread.run_sync(svc.store.run_control, run.id)
-            if current is None or current[0] != self.id:
+            control = await svc.db(svc.store.run_control, run.id)
+            if control is None or control.lease_owner != self.id:
                 raise LeaseLost(run.id)
-            if current[1]:
+            if control.cancel_requested:
                 raise Cancelled(run.id)
 
         def on_turn(turn: Turn) -> None:
