@@ -9,7 +9,15 @@ from collections.abc import Callable
 import pytest
 
 from tests.fakes.github_server import FakeGitHub
-from tests.harness.scenarios import bot_markers, command, finished, never_converge, runs, seed_issue
+from tests.harness.scenarios import (
+    MARKER,
+    bot_markers,
+    command,
+    finished,
+    never_converge,
+    runs,
+    seed_issue,
+)
 from tests.harness.service import INSTALLATION, REPO, Harness
 
 COMMENTS = "/repos/{owner}/{repo}/issues/{issue_number}/comments"
@@ -67,6 +75,30 @@ def test_a_secondary_limit_mid_run_is_waited_out_once(harness: Harness, retry_af
     h.wait_for(lambda: finished(h), what="the run past the secondary limit")
     assert h.github.limited_requests(INSTALLATION) == 1  # nothing sent inside the window
     assert_finished_once(h, number, comment_id)
+
+
+def test_a_digest_held_by_a_secondary_limit_holds_back_no_model_call(harness: Harness) -> None:
+    """A round digest is posted while the next round's model calls run: a post
+    that waits out a secondary limit delays the comment, not the debate."""
+    h = harness
+    h.models.latency_s = 0.3
+    h.models.responder = never_converge
+    h.github.limit_installation(INSTALLATION, window_s=2, applies_to=_is_comment_post)
+    h.start()
+    number, comment_id = start_debate(h, "Slow digest", "/debate --rounds 2")
+    h.wait_for(lambda: finished(h), what="the run past the slow digest")
+    assert h.github.limited_requests(INSTALLATION) == 1
+    assert_finished_once(h, number, comment_id)
+    posted = [
+        r for r in h.github.requests if _is_comment_post(r.method, r.route) and r.status == 201
+    ]
+    round_one = posted[0].received
+    # Classify, two openings, then both rebuttals: sent while round 1 waited.
+    assert sum(r.received < round_one for r in h.models.requests) == 5
+    rounds = [
+        m.group(3) for m in map(MARKER.match, bot_markers(h, number)) if m and m.group(1) == "round"
+    ]
+    assert rounds == ["1", "2"]  # each once, still in order
 
 
 def test_a_primary_limit_within_the_cap_delays_the_run(harness: Harness) -> None:

@@ -74,10 +74,33 @@ class RunDriver:
         while True:
             await self.check_alive()
             step = next_step(self.spec, turns)
-            await self._publish_finished_rounds(turns, step)
             if isinstance(step, Outcome):
+                await self._publish_finished_rounds(list(turns), step)
                 return step
-            await self._run_batch(step, turns)
+            await self._publish_while_running(step, turns)
+
+    async def _publish_while_running(self, batch: Batch, turns: list[Turn]) -> None:
+        """Post the rounds that just finished while the next batch's model calls
+        run: a digest costs a GitHub round trip (and a paced slot) that the debate
+        need not wait for. A failed post (the issue gone, GitHub down) cancels the
+        calls in flight and starts no more; a failed call lets the post finish, so
+        no comment is left posted but unrecorded. The next step waits for both, so
+        digests still go out in order."""
+        batch_error: Exception | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._publish_finished_rounds, list(turns), batch)
+                try:
+                    await self._run_batch(batch, turns)
+                except Exception as exc:
+                    batch_error = exc
+        except BaseExceptionGroup as group:
+            first = _first_leaf(group)
+            if isinstance(first, Exception):
+                raise first from group
+            raise
+        if batch_error is not None:
+            raise batch_error
 
     async def _run_batch(self, batch: Batch, turns: list[Turn]) -> None:
         async def one(index: int) -> None:

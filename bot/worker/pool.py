@@ -9,7 +9,7 @@ import socket
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import cast
 
 import anyio
 import orjson
@@ -151,39 +151,52 @@ class Worker:
             self._idle.set()
         self.wake()  # a slot is free: claim the next piece of work now, not at the next poll
 
-    async def poll_once(self, tg: Any) -> None:
-        store, lease = self.svc.store, self.svc.settings.lease_s
+    async def poll_once(self, tg: TaskGroup) -> None:
+        lease = self.svc.settings.lease_s
         await self._maybe_prune()
         # Intake may wait on GitHub's rate limits; a long lease keeps a second
         # worker from processing the same delivery meanwhile.
         delivery_lease = max(lease, DELIVERY_LEASE_S)
         # Deliveries run side by side (each may wait on GitHub), a few at a time,
         # but those about one issue run in arrival order: `/debate` then
-        # `/debate cancel` must not be answered the other way round.
-        while self._intake_slots.value > 0 and not self._draining:
-            batch = min(self._intake_slots.value, CLAIM_BATCH)
-            rows = await anyio.to_thread.run_sync(
-                store.claim_deliveries, self.id, delivery_lease, batch
-            )
-            for row in rows:  # oldest first: the issue tails keep arrival order
-                await self._intake_slots.acquire()
-                self._enter()
-                key = issue_key(row.payload)
-                before = self._issue_tails.get(key)
-                done = anyio.Event()
-                self._issue_tails[key] = done
-                tg.start_soon(self._intake_slot, row, key, before, done)
-            if len(rows) < batch:
+        # `/debate cancel` must not be answered the other way round. Deliveries
+        # and runs are claimed in turns, a batch each, so a burst of webhooks does
+        # not hold back the runs it has already queued.
+        while not self._draining:
+            more_deliveries = await self._claim_deliveries(tg, delivery_lease)
+            more_runs = not self._draining and await self._claim_runs(tg, lease)
+            if not (more_deliveries or more_runs):
                 break
-        while self._slots.value > 0 and not self._draining:
-            batch = min(self._slots.value, CLAIM_BATCH)
-            runs = await anyio.to_thread.run_sync(store.claim_runs, self.id, lease, batch)
-            for run in runs:
-                await self._slots.acquire()
-                self._enter()
-                tg.start_soon(self._drive_slot, run)
-            if len(runs) < batch:
-                break
+
+    async def _claim_deliveries(self, tg: TaskGroup, lease_s: float) -> bool:
+        """Claim a batch of deliveries into free intake slots; True if it was full."""
+        batch = min(self._intake_slots.value, CLAIM_BATCH)
+        if batch == 0:
+            return False
+        rows = await anyio.to_thread.run_sync(
+            self.svc.store.claim_deliveries, self.id, lease_s, batch
+        )
+        for row in rows:  # oldest first: the issue tails keep arrival order
+            await self._intake_slots.acquire()
+            self._enter()
+            key = issue_key(row.payload)
+            before = self._issue_tails.get(key)
+            done = anyio.Event()
+            self._issue_tails[key] = done
+            tg.start_soon(self._intake_slot, row, key, before, done)
+        return len(rows) == batch
+
+    async def _claim_runs(self, tg: TaskGroup, lease_s: float) -> bool:
+        """Claim a batch of runs into free slots; True if it was full."""
+        batch = min(self._slots.value, CLAIM_BATCH)
+        if batch == 0:
+            return False
+        runs = await anyio.to_thread.run_sync(self.svc.store.claim_runs, self.id, lease_s, batch)
+        for run in runs:
+            await self._slots.acquire()
+            self._enter()
+            tg.start_soon(self._drive_slot, run)
+        return len(runs) == batch
 
     async def _maybe_prune(self) -> None:
         """Drop finished deliveries (payloads up to 25 MB each) after a week."""
@@ -287,7 +300,9 @@ class Worker:
             # A run that keeps killing its workers (or has nowhere to post) must
             # not be resumed forever: end it first, tell GitHub if it can.
             log.error("run.poisoned", attempts=run.attempts, handbacks=run.handbacks)
-            svc.store.release_run(run.id, self.id, "failed", error_class="too_many_attempts")
+            await svc.db(
+                svc.store.release_run, run.id, self.id, "failed", error_class="too_many_attempts"
+            )
             if run.installation_id is not None:
                 with contextlib.suppress(BotError):
                     gh = await svc.gateway.installation(run.installation_id)
@@ -304,7 +319,7 @@ class Worker:
                 return
             # Uninstalled app, deleted repo, undecodable spec: nothing to resume.
             log.warning("run.unstartable", error=exc.code, detail=str(exc))
-            svc.store.release_run(run.id, self.id, "failed", error_class=exc.code)
+            await svc.db(svc.store.release_run, run.id, self.id, "failed", error_class=exc.code)
             return
         await self._drive_with(gh, run, spec)
 
@@ -378,9 +393,8 @@ class Worker:
             tg.start_soon(renew)
             try:
                 outcome = await driver.drive()
-                await finisher.finish(
-                    outcome, tokens_and_cost(svc.store.load_turns(run.id)), self.id
-                )
+                turns = await svc.db(svc.store.load_turns, run.id)
+                await finisher.finish(outcome, tokens_and_cost(turns), self.id)
             except LeaseLost:
                 log.warning("run.lease_lost")
             except Draining:

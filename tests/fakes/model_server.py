@@ -142,6 +142,7 @@ class RecordedRequest:
     status: int = 0
     fault: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
+    received: float = field(default_factory=time.monotonic)  # arrival, for ordering checks
 
 
 class PrefixCache:
