@@ -101,7 +101,7 @@ class Settings(BaseSettings):
     # burst): store calls run in threads, one per run or delivery in flight, and
     # SQLAlchemy's default of 5 made them queue for a connection. On PostgreSQL,
     # mind `max_connections` (100 by default) across every process.
-    database_pool_size: PositiveInt = 10
+    database_pool_size: PositiveInt = 20
     # Deliveries processed at once per worker (each holds its payload, up to 25 MB).
     intake_concurrency: int = 16
     # Calls in flight per provider name (built-in or endpoint), overriding

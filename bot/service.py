@@ -33,7 +33,9 @@ log = get_logger(__name__)
 
 def open_store(settings: Settings) -> RunStore:
     size = settings.database_pool_size
-    store = RunStore.from_url(settings.database_url, pool_size=size, max_overflow=size)
+    # A fixed pool, opened as needed and kept: connections opened for a burst and
+    # closed after it cost PostgreSQL a backend process each, and the burst a wait.
+    store = RunStore.from_url(settings.database_url, pool_size=size, max_overflow=0)
     # The embedded SQLite default migrates itself; PostgreSQL deployments run
     # `debate-bot migrate` once, so that many processes never race on it.
     if store.engine.dialect.name == "sqlite":

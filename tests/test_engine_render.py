@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from bot.debate.render import render_round, render_transcript
+from bot.debate.render import render_round, render_rounds, render_transcript
 from bot.debate.types import ContextFile, ModelRequest, Turn, Usage
 from tests.harness.engine import Run, drop, reply_turn, spec_for, stance_reply
 
@@ -28,6 +28,19 @@ def _judge(text: str):
         return reply_turn(req, text) if req.key.phase == "synthesis" else None
 
     return answer
+
+
+def test_rounds_rendered_together_match_each_rendered_alone() -> None:
+    run = Run(spec_for("debate"))
+    run.go()
+    pairs = [(0, 1), (0, 2), (0, 3)]
+    together = render_rounds(run.spec, run.turns, pairs)
+    assert together == [render_round(run.spec, run.turns, rnd, tier) for tier, rnd in pairs]
+    assert [body.split("\n", 1)[0] for body in together] == [
+        "## Round 1 of 3 — opening",
+        "## Round 2 of 3 — rebuttal",
+        "## Round 3 of 3 — counter",
+    ]
 
 
 def test_round_digest_contents_and_byte_identity() -> None:

@@ -17,7 +17,7 @@ from bot.debate.replay import replay
 from bot.debate.routing import DEGRADED
 from bot.debate.stances import parse_position
 from bot.debate.types import DebateSpec, Outcome, Turn
-from bot.debate.view import Final
+from bot.debate.view import Final, RunView
 
 
 def _safe(text: str) -> str:
@@ -32,7 +32,18 @@ def _details(summary: str, text: str) -> list[str]:
 def render_round(spec: DebateSpec, turns: Sequence[Turn], round: int, tier: int = 0) -> str:
     """The digest comment of one round: each persona's position in a few lines,
     the full turn folded, stances per point, dropped slots with their class."""
+    return _render_round(spec, replay(spec, turns), round, tier)
+
+
+def render_rounds(
+    spec: DebateSpec, turns: Sequence[Turn], rounds: Sequence[tuple[int, int]]
+) -> list[str]:
+    """``render_round`` for several (tier, round) pairs, replaying the turns once."""
     run = replay(spec, turns)
+    return [_render_round(spec, run, rnd, tier) for tier, rnd in rounds]
+
+
+def _render_round(spec: DebateSpec, run: RunView, round: int, tier: int) -> str:
     rec = next((r for r in run.rounds if r.tier == tier and r.round == round), None)
     phase = (
         rec.phase if rec else ("opening" if round == 1 else "rebuttal" if round == 2 else "counter")

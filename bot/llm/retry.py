@@ -18,6 +18,7 @@ to stable drop classes here, once:
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -234,12 +235,22 @@ async def post_json(
             wait_s=round(state.upcoming_sleep, 3),
         )
 
+    stop, wait, retry = _strategies(policy)
     retrying = AsyncRetrying(
-        stop=stop_after_attempt(policy.max_retries + 1),
-        wait=RetryAfterOrBackoff(policy),
-        retry=retry_if_exception_type(TransientModelError),
-        before_sleep=before_sleep,
-        reraise=True,
+        stop=stop, wait=wait, retry=retry, before_sleep=before_sleep, reraise=True
     )
     result: dict[str, Any] = await retrying(attempt)
     return result
+
+
+@functools.cache
+def _strategies(
+    policy: RetryPolicy,
+) -> tuple[stop_after_attempt, RetryAfterOrBackoff, retry_if_exception_type]:
+    """tenacity's stop, wait and retry strategies for a policy: stateless, so built
+    once rather than for every model call."""
+    return (
+        stop_after_attempt(policy.max_retries + 1),
+        RetryAfterOrBackoff(policy),
+        retry_if_exception_type(TransientModelError),
+    )

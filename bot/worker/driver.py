@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from bot.debate.protocol import next_step
-from bot.debate.render import render_round
+from bot.debate.render import render_rounds
 from bot.debate.types import Batch, DebateSpec, Outcome, Turn
 from bot.github.gateway import InstallationClient
 from bot.llm.router import ModelRouter
@@ -128,11 +128,8 @@ class RunDriver:
         if not pairs:
             return
         still_open = pending_rounds(step) if isinstance(step, Batch) else set()
-        for pair in pairs:
-            if pair in still_open:
-                continue
-            tier, rnd = pair
-            body = render_round(self.spec, turns, rnd, tier)
+        finished = [pair for pair in pairs if pair not in still_open]
+        for pair, body in zip(finished, render_rounds(self.spec, turns, finished), strict=True):
             posted = (digest_number(pairs, pair), body)
             if self._posted.get(pair) == posted:
                 continue
