@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from bot.aio import first_leaf
 from bot.debate.protocol import next_step
 from bot.debate.render import render_rounds
 from bot.debate.types import Batch, DebateSpec, Outcome, Turn
@@ -95,7 +96,7 @@ class RunDriver:
                 except Exception as exc:
                     batch_error = exc
         except BaseExceptionGroup as group:
-            first = _first_leaf(group)
+            first = first_leaf(group)
             if isinstance(first, Exception):
                 raise first from group
             raise
@@ -118,7 +119,7 @@ class RunDriver:
         except BaseExceptionGroup as group:
             # A store or GitHub error in one request: surface it as itself, so the
             # worker can tell an outage (resume later) from a broken run.
-            first = _first_leaf(group)
+            first = first_leaf(group)
             if isinstance(first, Exception):
                 raise first from group
             raise
@@ -135,13 +136,6 @@ class RunDriver:
                 continue
             await self.publisher.upsert("round", body, round=posted[0])
             self._posted[pair] = posted
-
-
-def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
 
 
 def tokens_and_cost(turns: Sequence[Turn]) -> tuple[int, float]:

@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TypedDict
 
+from bot.aio import both
 from bot.commands.parser import Command, parse_command, usage_text
 from bot.commands.plan import cap_subject, choose_mode
 from bot.config import RepoConfig
@@ -61,22 +62,41 @@ class Responder:
     async def config_or_reply(
         self, gh: InstallationClient, origin: Origin, *, addressed: bool = True
     ) -> RepoConfig | None:
-        """The repo config, or None after telling the user it is broken.
+        """The repo config, or None after telling the user it is broken."""
+        config = await self._config_or_error(gh, origin)
+        if isinstance(config, ConfigError):
+            await self._config_broken(gh, origin, config, addressed=addressed)
+            return None
+        return config
 
-        Only a trigger ``addressed`` to the bot under the defaults (`/debate`,
-        the `debate` label) from a user with the default permission hears about a
-        broken file: any other slash comment stays silent, or a broken config
-        would let anyone make the bot post."""
+    @staticmethod
+    async def _config_or_error(gh: InstallationClient, origin: Origin) -> RepoConfig | ConfigError:
         try:
             return await load_config(gh, origin.repo)
         except ConfigError as exc:
-            if addressed and await self.allowed(gh, origin, RepoConfig(), reply=False):
-                await self.reply(
-                    gh,
-                    origin,
-                    f"**debate-bot** cannot read its configuration.\n\n```\n{exc.public}\n```",
-                )
-            return None
+            return exc
+
+    async def _config_broken(
+        self,
+        gh: InstallationClient,
+        origin: Origin,
+        exc: ConfigError,
+        *,
+        addressed: bool,
+        permission: str | None = None,
+    ) -> None:
+        """Only a trigger ``addressed`` to the bot under the defaults (`/debate`,
+        the `debate` label) from a user with the default permission hears about a
+        broken file: any other slash comment stays silent, or a broken config
+        would let anyone make the bot post."""
+        if addressed and await self.allowed(
+            gh, origin, RepoConfig(), reply=False, permission=permission
+        ):
+            await self.reply(
+                gh,
+                origin,
+                f"**debate-bot** cannot read its configuration.\n\n```\n{exc.public}\n```",
+            )
 
     async def read_command(
         self, gh: InstallationClient, origin: Origin, body: str
@@ -84,20 +104,28 @@ class Responder:
         """The repo config and the command of an allowed user; or, when there is
         nothing more to do (not a command, or answered with a config, usage or
         permission reply), the delivery's final state."""
-        config = await self.config_or_reply(gh, origin, addressed=addressed_by_default(body))
-        if config is None:
+        # Nearly every path below needs the sender's permission: ask GitHub for it
+        # while the config is read, one round trip instead of two.
+        config, permission = await both(
+            self._config_or_error(gh, origin), gh.permission(origin.repo, origin.sender)
+        )
+        if isinstance(config, ConfigError):
+            addressed = addressed_by_default(body)
+            await self._config_broken(
+                gh, origin, config, addressed=addressed, permission=permission
+            )
             return "done"
         try:
             cmd = parse_command(body, command=config.command)
         except UsageError as exc:
-            if not await self.allowed(gh, origin, config, reply=False):
+            if not await self.allowed(gh, origin, config, reply=False, permission=permission):
                 return "ignored"
             await self.react(gh, origin, "confused")
             await self.reply(gh, origin, f"{exc.public}\n\n{usage_text(config.command)}")
             return "done"
         if cmd is None:
             return "ignored"
-        if not await self.allowed(gh, origin, config, reply=True):
+        if not await self.allowed(gh, origin, config, reply=True, permission=permission):
             return "done"
         return config, cmd
 
@@ -108,9 +136,17 @@ class Responder:
     # -- permission and quotas ----------------------------------------------------
 
     async def allowed(
-        self, gh: InstallationClient, origin: Origin, config: RepoConfig, *, reply: bool
+        self,
+        gh: InstallationClient,
+        origin: Origin,
+        config: RepoConfig,
+        *,
+        reply: bool,
+        permission: str | None = None,
     ) -> bool:
-        perm = await gh.permission(origin.repo, origin.sender)
+        """Whether the sender has the config's minimum permission (``permission``:
+        theirs, if already known; else GitHub is asked)."""
+        perm = permission or await gh.permission(origin.repo, origin.sender)
         if PERMISSION_RANK.get(perm, 0) >= PERMISSION_RANK[config.min_permission]:
             return True
         log.info("intake.denied", repo=origin.repo, sender=origin.sender, permission=perm)
