@@ -489,6 +489,9 @@ def one_installation_part(models_url: str, latency: float, timeout_s: float) -> 
         bench_harness(Path(tmp_name), github, models_url, private) as h,
     ):
         bench_env(h, ONE_DEBATES)
+        # Half the debates per worker at most: both processes write to the one
+        # installation, so the pacing they share is what is measured.
+        h.env["DEBATE_BOT_WORKER_CONCURRENCY"] = str(ONE_DEBATES // 2)
         # The pacing under test at its defaults (bot/config.py): the write interval,
         # and the cap on waiting out a rate limit.
         for name in ("DEBATE_BOT_GITHUB_WRITE_INTERVAL_S", "DEBATE_BOT_GITHUB_MAX_RETRY_WAIT_S"):
