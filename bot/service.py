@@ -67,9 +67,7 @@ def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Ser
     # Several processes share one PostgreSQL: they pace each installation's writes
     # together; the single SQLite process paces in memory.
     shared = store.engine.dialect.name == "postgresql"
-    gateway = GitHubGateway(
-        settings, on_request=on_request, write_slots=store.reserve_write if shared else None
-    )
+    gateway = GitHubGateway(settings, on_request=on_request, write_slots=store if shared else None)
     # Read at scrape time: per request it cost a loop over every installation.
     metrics.watch_rate_limits(lambda: gateway.rate_limits)
     return Services(settings, store, gateway, ModelRouter(settings), metrics)

@@ -7,18 +7,37 @@ requests. A ``WritePacer`` serialises writes and keeps them at least
 
 With several processes (PostgreSQL), ``reserve`` hands the decision to the
 database, which spaces the installation's writes across all of them and holds
-the per-minute and per-hour limits too (bot/store/pacing.py).
+the per-minute and per-hour limits too (bot/store/pacing.py). A writer woken
+later than its slot (a busy event loop) must not send at once: the next slot,
+perhaps another process's, was counted from the one it missed. ``on_late``
+moves that next slot back if nobody holds it yet; otherwise it reserves again.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Protocol
 
 # Added to a non-zero interval: a write is sent a little after its slot (a busy
 # event loop, a thread hop), and the next one must still arrive a full interval
 # after it at GitHub.
 JITTER_MARGIN_S = 0.1
+# Fresh slots taken by a writer that keeps waking too late before it sends anyway.
+LATE_RESERVATIONS = 2
+
+
+class SharedSlots(Protocol):
+    """Write slots handed out by the database (``RunStore``, bot/store/pacing.py)."""
+
+    def reserve_write(self, installation_id: int, interval_s: float) -> tuple[float, datetime]:
+        """Seconds to wait for the installation's next slot, and the slot after it."""
+        ...
+
+    def extend_write_slot(self, installation_id: int, next_at: datetime, late_s: float) -> bool:
+        """Move the slot after a late writer's back by ``late_s``, if still ``next_at``."""
+        ...
 
 
 def spacing(interval_s: float) -> float:
@@ -34,9 +53,11 @@ class WritePacer:
         clock: Callable[[], float],
         sleep: Callable[[float], Awaitable[None]],
         reserve: Callable[[], Awaitable[float]] | None = None,
+        on_late: Callable[[float], Awaitable[bool]] | None = None,
     ) -> None:
         self.interval_s = max(0.0, interval_s)
         self._reserve = reserve
+        self._on_late = on_late
         self._clock = clock
         self._sleep = sleep
         self._lock = asyncio.Lock()
@@ -46,10 +67,20 @@ class WritePacer:
         """Wait until the next write may start; returns the seconds waited."""
         if self._reserve is not None:
             async with self._lock:  # one reservation at a time from this process
-                delay = await self._reserve()
-                if delay > 0:
+                waited = 0.0
+                for _ in range(1 + LATE_RESERVATIONS):
+                    delay = await self._reserve()
+                    if delay <= 0:
+                        break
+                    before = self._clock()
                     await self._sleep(delay)
-                return delay
+                    waited += delay
+                    late = self._clock() - before - delay
+                    if late <= JITTER_MARGIN_S / 2:
+                        break
+                    if self._on_late is None or await self._on_late(late):
+                        break
+                return waited
         if self.interval_s == 0:
             return 0.0
         async with self._lock:

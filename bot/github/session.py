@@ -50,7 +50,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from bot.config import Settings
 from bot.errors import ConfigError, GitHubError, TargetGone, TransientGitHubError
 from bot.github.auth import InstallationToken, TokenCache
-from bot.github.pacing import WritePacer, spacing
+from bot.github.pacing import SharedSlots, WritePacer, spacing
 from bot.github.retry import decide, rate_limit_wait
 from bot.logs import get_logger
 from bot.pools import ShardedTransport
@@ -226,7 +226,7 @@ class GitHubSession:
         timeout_s: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
         actions_token: str | None = None,
-        write_slots: Callable[[int, float], float] | None = None,
+        write_slots: SharedSlots | None = None,
     ) -> None:
         # In a GitHub Actions job (`debate-bot action`) the job's token stands in
         # for the installation token; there is no app key and no app endpoint.
@@ -301,24 +301,36 @@ class GitHubSession:
     async def aclose(self) -> None:
         await self._transport.really_close()
 
-    def _reserver(self, installation_id: int) -> Callable[[], Awaitable[float]]:
+    def _shared_pacer(self, installation_id: int) -> WritePacer:
+        """A pacer whose slots the database hands out, across every process."""
         slots = self._write_slots
         assert slots is not None
         interval = self._write_interval_s
+        # The slot after the last reservation (the pacer holds one at a time).
+        following: list[datetime] = []
 
         async def reserve() -> float:
-            return await anyio.to_thread.run_sync(slots, installation_id, interval)
+            wait_s, next_at = await anyio.to_thread.run_sync(
+                slots.reserve_write, installation_id, interval
+            )
+            following[:] = [next_at]
+            return wait_s
 
-        return reserve
+        async def on_late(late_s: float) -> bool:
+            extend = slots.extend_write_slot
+            return await anyio.to_thread.run_sync(extend, installation_id, following[0], late_s)
+
+        return WritePacer(
+            interval, clock=self._clock, sleep=self._sleep, reserve=reserve, on_late=on_late
+        )
 
     def _state(self, installation_id: int) -> _InstallationState:
         state = self._states.get(installation_id)
         if state is None:
-            pacer = WritePacer(
-                self._write_interval_s,
-                clock=self._clock,
-                sleep=self._sleep,
-                reserve=None if self._write_slots is None else self._reserver(installation_id),
+            pacer = (
+                WritePacer(self._write_interval_s, clock=self._clock, sleep=self._sleep)
+                if self._write_slots is None
+                else self._shared_pacer(installation_id)
             )
             state = _InstallationState(pacer=pacer)
             self._states[installation_id] = state

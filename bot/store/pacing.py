@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
+from bot.store.rows import WriteSlot
 from bot.store.schema import github_pacing
 
 # (capacity, seconds for the bucket to refill completely): see the module docstring.
@@ -46,8 +47,9 @@ class PacingQueries:
     _write: Callable[[str], AbstractContextManager[Connection]]
     _insert: Callable[[sa.Table], postgresql.Insert | sqlite.Insert]
 
-    def reserve_write(self, installation_id: int, interval_s: float) -> float:
-        """Reserve the installation's next write slot; returns the seconds to wait."""
+    def reserve_write(self, installation_id: int, interval_s: float) -> WriteSlot:
+        """Reserve the installation's next write slot: the seconds to wait, and the
+        next slot after it."""
         p = github_pacing.c
         now = self._now()
         with self._write("reserve_write") as conn:
@@ -80,14 +82,29 @@ class PacingQueries:
                 minute = _refilled(minute, slot, later, PER_MINUTE)
                 hour = _refilled(hour, slot, later, PER_HOUR)
                 slot = later
+            following = slot + timedelta(seconds=max(0.0, interval_s))
             conn.execute(
                 sa.update(github_pacing)
                 .where(p.installation_id == installation_id)
                 .values(
-                    next_at=slot + timedelta(seconds=max(0.0, interval_s)),
+                    next_at=following,
                     minute_tokens=minute - 1.0,
                     hour_tokens=hour - 1.0,
                     tokens_at=slot,
                 )
             )
-        return (slot - now).total_seconds()
+        return WriteSlot((slot - now).total_seconds(), following)
+
+    def extend_write_slot(self, installation_id: int, next_at: datetime, late_s: float) -> bool:
+        """A writer woke ``late_s`` after its slot (a busy event loop): move the
+        installation's next slot back as much, unless a write was reserved after
+        its own (``next_at`` moved on), which was counted from the slot it missed:
+        then False, and it must reserve again rather than send now."""
+        p = github_pacing.c
+        with self._write("extend_write_slot") as conn:
+            moved = conn.execute(
+                sa.update(github_pacing)
+                .where(p.installation_id == installation_id, p.next_at == next_at)
+                .values(next_at=next_at + timedelta(seconds=max(0.0, late_s)))
+            )
+        return moved.rowcount == 1

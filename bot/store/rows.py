@@ -124,6 +124,14 @@ class RunRow:
         )
 
 
+class WriteSlot(NamedTuple):
+    """A reserved GitHub write: how long to wait for it, and the installation's
+    next slot as this reservation left it (see ``extend_write_slot``)."""
+
+    wait_s: float
+    next_at: datetime
+
+
 class RunControl(NamedTuple):
     """What a driver checks between batches: is the run still its, and wanted."""
 
