@@ -613,6 +613,8 @@ def test_run_control_reads_the_lease_and_the_cancel_flag(store):
     store.request_cancel(run.id)
     assert store.run_control(run.id) == ("w1", True)
     assert store.run_control("no-such-run") is None
+    # A saved turn brings the same two columns back with it.
+    assert store.save_turn(run.id, make_turn("opening", 1, "pro", "x")).control == ("w1", True)
 
 
 def test_claims_in_batches_oldest_first(store, clock):
@@ -786,10 +788,12 @@ def test_turns_are_idempotent_and_ordered(store):
         ),
     ]
     for turn in saved:
-        assert store.save_turn(run.id, turn) is True
+        assert store.save_turn(run.id, turn).new is True
     # A retry after a crash writes the same key again: the first write wins.
-    assert store.save_turn(run.id, replace(saved[1], text="different")) is False
-    assert store.save_turn(run.id, saved[2]) is False
+    assert store.save_turn(run.id, replace(saved[1], text="different")).new is False
+    assert store.save_turn(run.id, saved[2]).new is False
+    # Each save reads the run's lease owner and cancel flag too (the driver's check).
+    assert store.save_turn(run.id, saved[0]).control == store.run_control(run.id)
 
     assert store.load_turns(run.id) == saved
     assert count_rows(store, "turns") == 4

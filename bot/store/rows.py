@@ -139,6 +139,11 @@ class RunControl(NamedTuple):
     cancel_requested: bool
 
 
+class SavedTurn(NamedTuple):
+    new: bool  # False: a turn with the same key was already saved (first write wins)
+    control: RunControl  # read in the same transaction
+
+
 class CommentRecord(NamedTuple):
     """A comment the bot posted for a run, found again by its marker."""
 

@@ -42,6 +42,7 @@ from bot.store.rows import (
     RunControl,
     RunRow,
     RunState,
+    SavedTurn,
 )
 from bot.store.schedules import ScheduleQueries
 from bot.store.schema import (
@@ -745,10 +746,12 @@ class RunStore(ScheduleQueries, PacingQueries):
 
     # -- turns ------------------------------------------------------------------
 
-    def save_turn(self, run_id: str, turn: Turn) -> bool:
-        """Persist a finished turn; first write wins. Returns False if a turn
-        with the same key was already saved. A new turn's tokens and cost are
-        added to the run's totals in the same transaction."""
+    def save_turn(self, run_id: str, turn: Turn) -> SavedTurn:
+        """Persist a finished turn; first write wins (``new`` is False if a turn
+        with the same key was already saved). A new turn's tokens and cost are
+        added to the run's totals in the same transaction, which also reads the
+        run's lease owner and cancel flag: the driver's check between batches,
+        for free."""
         if self._turn_stmts is None:
             self._turn_stmts = self._build_turn_stmts()
         lock_run, insert, add_usage = self._turn_stmts
@@ -776,10 +779,12 @@ class RunStore(ScheduleQueries, PacingQueries):
             # Lock the run row first: concurrent saves for one run then take
             # turns computing the next seq (SQLite's BEGIN IMMEDIATE already
             # serialises writers; FOR UPDATE is not rendered there).
-            if conn.execute(lock_run, {"r_id": run_id}).first() is None:
+            locked = conn.execute(lock_run, {"r_id": run_id}).first()
+            if locked is None:
                 raise RunNotFound(f"save_turn: no run {run_id}")
+            control = RunControl(locked[0], bool(locked[1]))
             if conn.execute(insert, row).first() is None:
-                return False
+                return SavedTurn(False, control)
             conn.execute(
                 add_usage,
                 {
@@ -788,7 +793,7 @@ class RunStore(ScheduleQueries, PacingQueries):
                     "r_cost": usage.cost_usd,
                 },
             )
-        return True
+        return SavedTurn(True, control)
 
     def _build_turn_stmts(self) -> tuple[sa.Executable, sa.Executable, sa.Executable]:
         """save_turn's statements, built once: a turn is saved for every model
@@ -811,7 +816,11 @@ class RunStore(ScheduleQueries, PacingQueries):
             .returning(t.turn_id)
         )
         r_id: sa.BindParameter[str] = sa.bindparam("r_id")
-        lock_run = sa.select(runs.c.id).where(runs.c.id == r_id).with_for_update()
+        lock_run = (
+            sa.select(runs.c.lease_owner, runs.c.cancel_requested)
+            .where(runs.c.id == r_id)
+            .with_for_update()
+        )
         add_usage = (
             sa.update(runs)
             .where(runs.c.id == r_id)

@@ -22,7 +22,7 @@ from bot.github.gateway import InstallationClient
 from bot.llm.router import ModelRouter
 from bot.logs import get_logger
 from bot.store import RunStore
-from bot.store.rows import RunRow
+from bot.store.rows import RunControl, RunRow
 from bot.worker.publish import Publisher
 
 log = get_logger(__name__)
@@ -63,17 +63,23 @@ class RunDriver:
     publisher: Publisher
     run: RunRow
     spec: DebateSpec
-    check_alive: Callable[[], Awaitable[None]]  # raises LeaseLost / Cancelled
+    # Raises LeaseLost / Cancelled / Draining; given the run's control as the last
+    # saved turn read it, or None to read it afresh.
+    check_alive: Callable[[RunControl | None], Awaitable[None]]
     on_turn: Callable[[Turn], None] = lambda turn: None
     # Each round digest as last posted by this driver: every step renders the
     # finished rounds again, and an unchanged one needs no sanitizing, hashing
     # or store lookup (the publisher would find it unchanged, at a cost).
     _posted: dict[tuple[int, int], tuple[int, str]] = field(default_factory=dict, init=False)
+    # The run's lease owner and cancel flag as the batch's last saved turn read
+    # them: the check between batches needs no query of its own.
+    _control: RunControl | None = field(default=None, init=False)
 
     async def drive(self) -> Outcome:
         turns = await anyio.to_thread.run_sync(self.store.load_turns, self.run.id)
         while True:
-            await self.check_alive()
+            await self.check_alive(self._control)
+            self._control = None
             step = next_step(self.spec, turns)
             if isinstance(step, Outcome):
                 await self._publish_finished_rounds(list(turns), step)
@@ -108,7 +114,8 @@ class RunDriver:
             turn = await self.router.complete(batch.requests[index])
             # Persist before anything else: a crash after this line never pays twice.
             # In a thread (off the event loop); a cancel still waits for the write.
-            await anyio.to_thread.run_sync(self.store.save_turn, self.run.id, turn)
+            saved = await anyio.to_thread.run_sync(self.store.save_turn, self.run.id, turn)
+            self._control = saved.control  # the last save of the batch is read last
             turns.append(turn)
             self.on_turn(turn)
 

@@ -20,7 +20,7 @@ from bot.debate.types import DebateSpec, Outcome, Turn
 from bot.errors import BotError, TargetGone, Transient
 from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
-from bot.store.rows import DeliveryRow, DeliveryState, RunRow
+from bot.store.rows import DeliveryRow, DeliveryState, RunControl, RunRow
 from bot.worker.context import Services
 from bot.worker.driver import Cancelled, Draining, LeaseLost, RunDriver, tokens_and_cost
 from bot.worker.finish import Finisher
@@ -354,12 +354,13 @@ class Worker:
                     lost.set()
                     return
 
-        async def check_alive() -> None:
+        async def check_alive(control: RunControl | None) -> None:
             if lost.is_set():
                 raise LeaseLost(run.id)
             if self._draining:  # between batches: every finished turn is stored
                 raise Draining(run.id)
-            control = await svc.db(svc.store.run_control, run.id)
+            if control is None:
+                control = await svc.db(svc.store.run_control, run.id)
             if control is None or control.lease_owner != self.id:
                 raise LeaseLost(run.id)
             if control.cancel_requested:
