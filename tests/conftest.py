@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.store import RunStore
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.model_server import FakeModelServer
 from tests.harness.isolation import NetworkGuard, clear_settings
@@ -49,3 +50,12 @@ def pg_database() -> Iterator[str]:
     """A fresh, empty PostgreSQL database for one test."""
     with fresh_pg_database("debate_bot_e2e") as url:
         yield url
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[RunStore]:
+    """A migrated SQLite store in the test's directory (modules may define their own)."""
+    s = RunStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    s.migrate()
+    yield s
+    s.dispose()

@@ -6,7 +6,6 @@ import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -99,14 +98,6 @@ async def _post(client: httpx.AsyncClient, event: str, payload: dict[str, Any]) 
             "X-Hub-Signature-256": sign(SECRET.encode(), body),
         },
     )
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[RunStore]:
-    s = RunStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    s.migrate()
-    yield s
-    s.dispose()
 
 
 async def _done(*_: Any) -> str:

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import anyio
-import pytest
 from pydantic import SecretStr
 
 from bot.config import Settings
@@ -43,14 +40,6 @@ class ClaimRecorder(Worker):
         self.claimed.append("run")
         self._slots.release()
         self._leave()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[RunStore]:
-    s = RunStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    s.migrate()
-    yield s
-    s.dispose()
 
 
 def test_runs_queued_during_a_burst_are_claimed_before_the_burst_is_through(
