@@ -12,7 +12,7 @@ import anyio
 import uvicorn
 from anyio.abc import TaskStatus
 
-from bot.app.main import create_app
+from bot.app.main import create_app, settle_gc
 from bot.app.proxy import follow_channel
 from bot.app.redeliver import redeliver_forever
 from bot.app.webhook import local_webhook_url
@@ -106,6 +106,10 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
             svc = build_services(settings, store, metrics)
     if web and settings.webhook_secret is None:
         log.warning("webhooks.refused", reason="DEBATE_BOT_WEBHOOK_SECRET is not set")
+    # Every role, not only the web app: a worker imports the same libraries
+    # (githubkit's models alone are a large heap), and full collections walking
+    # them stall its event loop, late for paced writes and model calls alike.
+    settle_gc()
     stop = anyio.Event()
     w: Worker | None = None
     server: uvicorn.Server | None = None
