@@ -156,3 +156,23 @@ def test_the_pacer_sends_at_once_when_woken_on_time() -> None:
     pacer = WritePacer(1.0, clock=lambda: now[0], sleep=sleep, reserve=reserve, on_late=on_late)
     assert anyio.run(pacer.wait_turn) == 1.0
     assert called == []
+
+
+def test_a_slot_already_passed_when_reserved_counts_as_late() -> None:
+    """Time lost after the database chose the slot (a slow commit, the hop back)
+    arrives as a negative wait: late, though the pacer never slept."""
+    late: list[float] = []
+
+    async def reserve() -> float:
+        return -0.3
+
+    async def sleep(seconds: float) -> None:
+        raise AssertionError("nothing to wait for")
+
+    async def on_late(late_s: float) -> bool:
+        late.append(late_s)
+        return True
+
+    pacer = WritePacer(1.0, clock=lambda: 0.0, sleep=sleep, reserve=reserve, on_late=on_late)
+    assert anyio.run(pacer.wait_turn) == 0.0
+    assert late == [pytest.approx(0.3)]

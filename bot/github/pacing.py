@@ -69,13 +69,13 @@ class WritePacer:
             async with self._lock:  # one reservation at a time from this process
                 waited = 0.0
                 for _ in range(1 + LATE_RESERVATIONS):
-                    delay = await self._reserve()
-                    if delay <= 0:
-                        break
-                    before = self._clock()
-                    await self._sleep(delay)
-                    waited += delay
-                    late = self._clock() - before - delay
+                    delay = await self._reserve()  # negative: the slot has passed
+                    late = -delay
+                    if delay > 0:
+                        before = self._clock()
+                        await self._sleep(delay)
+                        waited += delay
+                        late = self._clock() - before - delay
                     if late <= JITTER_MARGIN_S / 2:
                         break
                     if self._on_late is None or await self._on_late(late):

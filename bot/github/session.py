@@ -310,11 +310,14 @@ class GitHubSession:
         following: list[datetime] = []
 
         async def reserve() -> float:
-            wait_s, next_at = await anyio.to_thread.run_sync(
+            """Seconds from now to the slot: counted from the slot itself, so time
+            lost after the database chose it (a slow commit, the thread hop back)
+            shows as lateness (a negative wait) instead of shifting the slot."""
+            _, next_at = await anyio.to_thread.run_sync(
                 slots.reserve_write, installation_id, interval
             )
             following[:] = [next_at]
-            return wait_s
+            return next_at.timestamp() - interval - self._wall()
 
         async def on_late(late_s: float) -> bool:
             extend = slots.extend_write_slot
