@@ -310,9 +310,9 @@ class GitHubSession:
         following: list[datetime] = []
 
         async def reserve() -> float:
-            """Seconds from now to the slot: counted from the slot itself, so time
-            lost after the database chose it (a slow commit, the thread hop back)
-            shows as lateness (a negative wait) instead of shifting the slot."""
+            """Seconds from now to the slot, counted from the slot itself: time lost
+            after the database chose it (a slow commit, the thread hop back) is
+            taken off the wait instead of shifting the slot later."""
             _, next_at = await anyio.to_thread.run_sync(
                 slots.reserve_write, installation_id, interval
             )
