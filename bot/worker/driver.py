@@ -94,13 +94,23 @@ class RunDriver:
         no comment is left posted but unrecorded. The next step waits for both, so
         digests still go out in order."""
         batch_error: Exception | None = None
+        posted = anyio.Event()
+
+        async def publish() -> None:
+            await self._publish_finished_rounds(list(turns), batch)
+            posted.set()
+
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._publish_finished_rounds, list(turns), batch)
+                tg.start_soon(publish)
                 try:
                     await self._run_batch(batch, turns)
                 except Exception as exc:
                     batch_error = exc
+                if not posted.is_set():
+                    # The post outlasted the calls (a paced or rate-limited write):
+                    # what the last save read is stale by then; read it afresh.
+                    self._control = None
         except BaseExceptionGroup as group:
             first = first_leaf(group)
             if isinstance(first, Exception):
