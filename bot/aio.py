@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import anyio
@@ -11,13 +12,19 @@ A = TypeVar("A")
 B = TypeVar("B")
 
 
-def first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The first exception in a (nested) group: a failure surfaced as itself, so
-    callers can tell an outage from a broken run by its type."""
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
+@contextmanager
+def first_failure() -> Iterator[None]:
+    """Around a task group: its first failure raised as itself, not as a group,
+    so callers can tell an outage from a broken run by its type."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        if isinstance(leaf, Exception):
+            raise leaf from group
+        raise
 
 
 async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
@@ -28,13 +35,8 @@ async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
     async def put(i: int, call: Awaitable[Any]) -> None:
         results[i] = await call
 
-    try:
+    with first_failure():
         async with anyio.create_task_group() as tg:
             tg.start_soon(put, 0, first)
             tg.start_soon(put, 1, second)
-    except BaseExceptionGroup as group:
-        leaf = first_leaf(group)
-        if isinstance(leaf, Exception):
-            raise leaf from group
-        raise
     return results[0], results[1]

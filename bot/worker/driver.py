@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from bot.aio import first_leaf
+from bot.aio import first_failure
 from bot.debate.protocol import next_step
 from bot.debate.render import render_rounds
 from bot.debate.types import Batch, DebateSpec, Outcome, Turn
@@ -82,7 +82,7 @@ class RunDriver:
             self._control = None
             step = next_step(self.spec, turns)
             if isinstance(step, Outcome):
-                await self._publish_finished_rounds(list(turns), step)
+                await self._publish_finished_rounds(turns, step)
                 return step
             await self._publish_while_running(step, turns)
 
@@ -95,12 +95,13 @@ class RunDriver:
         digests still go out in order."""
         batch_error: Exception | None = None
         posted = anyio.Event()
+        finished = list(turns)  # as they stand now: the batch appends meanwhile
 
         async def publish() -> None:
-            await self._publish_finished_rounds(list(turns), batch)
+            await self._publish_finished_rounds(finished, batch)
             posted.set()
 
-        try:
+        with first_failure():
             async with anyio.create_task_group() as tg:
                 tg.start_soon(publish)
                 try:
@@ -111,11 +112,6 @@ class RunDriver:
                     # The post outlasted the calls (a paced or rate-limited write):
                     # what the last save read is stale by then; read it afresh.
                     self._control = None
-        except BaseExceptionGroup as group:
-            first = first_leaf(group)
-            if isinstance(first, Exception):
-                raise first from group
-            raise
         if batch_error is not None:
             raise batch_error
 
@@ -129,17 +125,12 @@ class RunDriver:
             turns.append(turn)
             self.on_turn(turn)
 
-        try:
+        # A store or GitHub error in one request surfaces as itself: the worker
+        # tells an outage (resume later) from a broken run by its type.
+        with first_failure():
             async with anyio.create_task_group() as tg:
                 for i in range(len(batch.requests)):
                     tg.start_soon(one, i)
-        except BaseExceptionGroup as group:
-            # A store or GitHub error in one request: surface it as itself, so the
-            # worker can tell an outage (resume later) from a broken run.
-            first = first_leaf(group)
-            if isinstance(first, Exception):
-                raise first from group
-            raise
 
     async def _publish_finished_rounds(self, turns: list[Turn], step: Batch | Outcome) -> None:
         pairs = persona_rounds(turns)
