@@ -20,6 +20,7 @@ resumes it later; model calls are retried before the turn is dropped)::
     ├── StoreError                 + Transient
     │   ├── CodecError             a stored spec that does not decode
     │   ├── ActiveRunExists        .run: the issue's queued or running run
+    │   ├── QuotaSpent             .scope: the repository's or the requester's daily quota
     │   └── RunNotFound
     └── ProtocolError
 
@@ -31,7 +32,7 @@ stay beside their one user and never derive from ``BotError``, so an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from bot.store.rows import RunRow
@@ -147,6 +148,22 @@ class ActiveRunExists(StoreError):
     def __init__(self, run: RunRow) -> None:
         super().__init__(f"run {run.id} is {run.state} on {run.repo}#{run.issue_number}")
         self.run = run
+
+
+class QuotaSpent(StoreError):
+    """A daily quota is spent: the repository's (``scope == "repo"``) or the
+    requester's in it (``"user"``)."""
+
+    code = "quota_spent"
+
+    def __init__(self, scope: Literal["repo", "user"]) -> None:
+        public = (
+            "This repository has reached its daily debate quota."
+            if scope == "repo"
+            else "You have reached your daily debate quota here."
+        )
+        super().__init__(f"the {scope} quota is spent", public=public)
+        self.scope = scope
 
 
 class RunNotFound(StoreError):

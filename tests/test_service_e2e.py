@@ -89,6 +89,38 @@ def test_a_second_debate_on_a_busy_issue_is_told_which_run_holds_it(harness: Har
     assert "eyes" not in h.github.reactions(REPO, comment_id=comment_id)
 
 
+def test_daily_quotas_are_counted_as_runs_are_queued(harness: Harness) -> None:
+    h = harness
+    h.github.put_file(
+        REPO, ".github/debate.yml", "quotas: {per_repo_per_day: 2, per_user_per_day: 1}\n"
+    )
+    for user in ("bob", "carol"):
+        h.github.set_permission(REPO, user, "write")
+    h.start()
+    first, second, third = seed_issue(h), seed_issue(h), seed_issue(h)
+
+    def ask(number: int, user: str) -> int:
+        payload, comment_id = command(h, number, "/debate --rounds 1", user=user)
+        assert h.post("issue_comment", payload).status_code == 202
+        h.wait_for(lambda: "pending" not in delivery_states(h).values(), what="intake")
+        return comment_id
+
+    def replies(number: int) -> list[str]:
+        return [c["body"] for c in h.github.comments(REPO, number)]
+
+    ask(first, "Codertocat")
+    refused_user = ask(second, "Codertocat")  # the user's one run today is taken
+    assert any("You have reached your daily debate quota here." in b for b in replies(second))
+    assert "eyes" not in h.github.reactions(REPO, comment_id=refused_user)
+    ask(second, "bob")  # another user may: the repository's second run
+    refused_repo = ask(third, "carol")
+    assert any("This repository has reached its daily debate quota." in b for b in replies(third))
+    assert "eyes" not in h.github.reactions(REPO, comment_id=refused_repo)
+    h.wait_for(lambda: finished(h), what="the two runs to finish")
+    assert len(runs(h)) == 2
+    assert "failed" not in delivery_states(h).values()
+
+
 def test_ignored_senders_and_edits_make_no_run(harness: Harness) -> None:
     h = harness
     h.github.set_permission(REPO, "reader", "read")

@@ -32,10 +32,11 @@ from bot.debate.types import (
     TurnKey,
     Usage,
 )
-from bot.errors import ActiveRunExists, CodecError, RunNotFound, StoreError
+from bot.errors import ActiveRunExists, CodecError, QuotaSpent, RunNotFound, StoreError
 from bot.store import (
     CommentRecord,
     NewDelivery,
+    Quota,
     RunStore,
     spec_from_json,
     spec_to_json,
@@ -732,6 +733,42 @@ def test_quota_counts(store, clock):
     # a non-UTC aware timestamp means the same instant
     plus2 = timezone(timedelta(hours=2))
     assert store.quota_counts("octo/repo", clock.now.astimezone(plus2), "bob") == (2, 1)
+
+
+def test_create_run_counts_the_quota_as_it_queues(store, clock):
+    quota = Quota(clock.now - timedelta(days=1), per_repo=3, per_user=2)
+    new_run(store, issue=1, requested_by="alice", quota=quota)
+    new_run(store, issue=2, requested_by="alice", quota=quota)
+    with pytest.raises(QuotaSpent) as user:
+        new_run(store, issue=3, requested_by="alice", quota=quota)
+    assert user.value.scope == "user" and "You have reached" in user.value.public
+    new_run(store, issue=3, requested_by="bob", quota=quota)
+    with pytest.raises(QuotaSpent) as repo:
+        new_run(store, issue=4, requested_by="carol", quota=quota)
+    assert repo.value.scope == "repo" and "This repository" in repo.value.public
+    assert store.active_run("octo/repo", 4) is None  # nothing was queued
+    new_run(store, issue=4, requested_by="carol")  # no quota given: none counted
+    later = Quota(clock.now + timedelta(seconds=1), per_repo=3, per_user=2)
+    new_run(store, issue=1, repo="octo/other", requested_by="alice", quota=later)
+
+
+def test_concurrent_creates_never_pass_the_quota(db_url, clock, store):
+    """Eight commands at once on eight issues of one repository with room for
+    three: exactly three are queued, whichever of two processes they reach."""
+    stores = [RunStore.from_url(db_url, clock=clock) for _ in range(2)]
+    quota = Quota(clock.now - timedelta(days=1), per_repo=3, per_user=10)
+    created, refused = [], []
+
+    def attempt(n: int) -> None:
+        try:
+            created.append(new_run(stores[n % 2], issue=n, requested_by="alice", quota=quota).id)
+        except QuotaSpent as exc:
+            refused.append(exc.scope)
+
+    race(8, attempt)
+    for s in stores:
+        s.dispose()
+    assert len(created) == 3 and refused == ["repo"] * 5
 
 
 def test_counts_by_state(store, clock):

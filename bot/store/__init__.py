@@ -11,6 +11,7 @@ from bot.store.rows import (
     DeliveryRow,
     DeliveryState,
     NewDelivery,
+    Quota,
     RunRow,
     RunState,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "DeliveryRow",
     "DeliveryState",
     "NewDelivery",
+    "Quota",
     "RunRow",
     "RunState",
     "RunStore",

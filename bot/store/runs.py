@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from bot.debate.types import DebateSpec, DropClass, Phase, Turn, TurnKey, TurnStatus, Usage
-from bot.errors import ActiveRunExists, RunNotFound, StoreError
+from bot.errors import ActiveRunExists, QuotaSpent, RunNotFound, StoreError
 from bot.store.codec import spec_from_json, spec_to_json, to_json
 from bot.store.engine import READ_ONLY, create_engine
 from bot.store.notify import notify_work
@@ -38,6 +38,7 @@ from bot.store.rows import (
     DeliveryState,
     InstallationState,
     NewDelivery,
+    Quota,
     RedeliveryOutcome,
     RunControl,
     RunRow,
@@ -69,6 +70,10 @@ _RELEASE_FIELDS = frozenset(
     {"outcome_kind", "error_class", "tokens_total", "cost_usd", "spec", "trigger"}
 )
 _INSERT_RETRIES = 5
+# Held to the end of create_run's transaction: one quota count at a time per
+# repository. The two-key form has its own key space, apart from the migrate lock's.
+_QUOTA_LOCK = sa.text("SELECT pg_advisory_xact_lock(:space, hashtext(:repo))")
+_QUOTA_LOCK_SPACE = 0x71756F74  # "quot"
 
 Clock = Callable[[], datetime]
 
@@ -386,11 +391,15 @@ class RunStore(ScheduleQueries, PacingQueries):
         trigger: Trigger | None = None,
         requested_by: str = "",
         run_id: str | None = None,
+        quota: Quota | None = None,
     ) -> RunRow:
-        """Queue a new run. Raises :class:`ActiveRunExists` if the issue has one.
+        """Queue a new run. Raises :class:`ActiveRunExists` if the issue has one,
+        :class:`QuotaSpent` if ``quota`` is given and spent.
 
         ``mode`` defaults to the spec's mode; ``run_id`` to a fresh uuid4. A
-        spec with an empty ``seed`` gets the run id as its seed.
+        spec with an empty ``seed`` gets the run id as its seed. The quota is
+        counted in the insert's transaction, under a per-repository lock on
+        PostgreSQL, so two commands at once cannot both take the last run.
         """
         spec_obj = spec if isinstance(spec, DebateSpec) else spec_from_json(spec)
         run_id = run_id or str(uuid4())
@@ -416,6 +425,8 @@ class RunStore(ScheduleQueries, PacingQueries):
             now = self._now()
             try:
                 with self._errors("create_run"), self._write_turn, self.engine.begin() as conn:
+                    if quota is not None:
+                        self._check_quota(conn, repo, requested_by, quota)
                     row = (
                         conn.execute(
                             sa.insert(runs)
@@ -704,12 +715,25 @@ class RunStore(ScheduleQueries, PacingQueries):
     def quota_counts(self, repo: str, since: datetime, requested_by: str) -> tuple[int, int]:
         """Runs created at or after ``since`` in ``repo``: all of them, and those
         ``requested_by`` asked for. One query for both quotas."""
+        with self._read("quota_counts") as conn:
+            return self._quota_counts(conn, repo, since, requested_by)
+
+    @staticmethod
+    def _quota_counts(
+        conn: Connection, repo: str, since: datetime, requested_by: str
+    ) -> tuple[int, int]:
         r = runs.c
         mine = sa.func.count().filter(r.requested_by == requested_by)
         stmt = sa.select(sa.func.count(), mine).where(r.created_at >= since, r.repo == repo)
-        with self._read("quota_counts") as conn:
-            total, own = conn.execute(stmt).one()
+        total, own = conn.execute(stmt).one()
         return int(total), int(own)
+
+    def _check_quota(self, conn: Connection, repo: str, requested_by: str, quota: Quota) -> None:
+        if self._dialect == "postgresql":  # SQLite: BEGIN IMMEDIATE already serialises
+            conn.execute(_QUOTA_LOCK, {"space": _QUOTA_LOCK_SPACE, "repo": repo})
+        scope = quota.spent(*self._quota_counts(conn, repo, quota.since, requested_by))
+        if scope is not None:
+            raise QuotaSpent(scope)
 
     def counts_by_state(self) -> dict[str, int]:
         """Runs per state, every state present (for metrics gauges)."""

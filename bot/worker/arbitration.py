@@ -433,7 +433,7 @@ async def _arbitrate_bots(
         delivery=origin.delivery_id,
     )
     await _arbitrate(r, gh, origin, config, cmd, first, pr, queue=queue if rest else None)
-    if r.started(origin) is None:
+    if await r.started(origin) is None:
         return "done"  # start() has replied (already running, quota, config)
     lines = [
         f"Arbitrating {len(chosen)} review-bot comment(s), one at a time (one debate runs "

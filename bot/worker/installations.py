@@ -28,11 +28,13 @@ def register(router: Router) -> None:
 
 async def installation_gone(r: Responder, event: InstallationEvent, row: DeliveryRow) -> str:
     installation, state = event.installation.id, _GONE[event.action]
-    store = r.svc.store
-    store.set_installation_state(installation, state)
+    store, db = r.svc.store, r.svc.db
+    await db(store.set_installation_state, installation, state)
     reason = f"installation_{state}"
-    runs = store.end_installation_runs(installation, reason)
-    dropped = store.drop_installation_deliveries(installation, reason, keep=row.delivery_id)
+    runs = await db(store.end_installation_runs, installation, reason)
+    dropped = await db(
+        store.drop_installation_deliveries, installation, reason, keep=row.delivery_id
+    )
     log.info(
         "installation.gone", installation=installation, state=state, runs=runs, dropped=dropped
     )
@@ -41,7 +43,7 @@ async def installation_gone(r: Responder, event: InstallationEvent, row: Deliver
 
 
 async def installation_back(r: Responder, event: InstallationEvent, row: DeliveryRow) -> str:
-    r.svc.store.set_installation_state(event.installation.id, "active")
+    await r.svc.db(r.svc.store.set_installation_state, event.installation.id, "active")
     log.info("installation.back", installation=event.installation.id)
     return "done"
 
@@ -52,8 +54,8 @@ async def repositories_gone(
     repos = [repo.full_name for repo in event.repositories_removed]
     if not repos:
         return "ignored"
-    runs = r.svc.store.end_installation_runs(
-        event.installation.id, "repository_removed", repos=repos
+    runs = await r.svc.db(
+        r.svc.store.end_installation_runs, event.installation.id, "repository_removed", repos=repos
     )
     log.info("installation.repositories_removed", installation=event.installation.id, runs=runs)
     return "done"

@@ -17,10 +17,10 @@ from bot.commands.parser import Command, parse_command, usage_text
 from bot.commands.plan import cap_subject, choose_mode
 from bot.config import RepoConfig
 from bot.debate.types import ArbitrationContext, DebateSpec, Mode
-from bot.errors import ActiveRunExists, BotError, ConfigError, UsageError
+from bot.errors import ActiveRunExists, BotError, ConfigError, QuotaSpent, UsageError
 from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
-from bot.store.rows import RunRow
+from bot.store import Quota, RunRow
 from bot.store.trigger import ArbitrationActions, Queued, ReviewedPlan, Trigger
 from bot.worker.context import Origin, Services, load_config
 from bot.worker.publish import Publisher, Thread
@@ -159,26 +159,33 @@ class Responder:
             )
         return False
 
-    async def _quota_used(self, origin: Origin) -> tuple[int, int]:
-        """Runs started here in the last day: by anyone, and by this user."""
+    @staticmethod
+    def _quota(config: RepoConfig) -> Quota:
+        """The daily quotas: runs started here in the last day."""
         since = datetime.now(UTC) - timedelta(days=1)
-        return await self.svc.db(self.svc.store.quota_counts, origin.repo, since, origin.sender)
+        return Quota(since, config.quotas.per_repo_per_day, config.quotas.per_user_per_day)
+
+    async def _quota_used(self, origin: Origin, quota: Quota) -> tuple[int, int]:
+        return await self.svc.db(
+            self.svc.store.quota_counts, origin.repo, quota.since, origin.sender
+        )
 
     async def quota_left(self, origin: Origin, config: RepoConfig) -> int:
         """Runs this user may still start here today (repo and user quotas)."""
-        repo_used, user_used = await self._quota_used(origin)
-        quotas = config.quotas
-        return max(0, min(quotas.per_repo_per_day - repo_used, quotas.per_user_per_day - user_used))
+        quota = self._quota(config)
+        repo_used, user_used = await self._quota_used(origin, quota)
+        return max(0, min(quota.per_repo - repo_used, quota.per_user - user_used))
 
     async def quota_ok(self, gh: InstallationClient, origin: Origin, config: RepoConfig) -> bool:
-        repo_used, user_used = await self._quota_used(origin)
-        if repo_used >= config.quotas.per_repo_per_day:
-            await self.reply(gh, origin, "This repository has reached its daily debate quota.")
-            return False
-        if user_used >= config.quotas.per_user_per_day:
-            await self.reply(gh, origin, "You have reached your daily debate quota here.")
-            return False
-        return True
+        """Whether a run may start here (else replied): for a check before work
+        that must not be done for nothing, as filing an issue; ``start`` counts
+        again as it queues the run."""
+        quota = self._quota(config)
+        scope = quota.spent(*await self._quota_used(origin, quota))
+        if scope is None:
+            return True
+        await self.reply(gh, origin, QuotaSpent(scope).public)
+        return False
 
     # -- starting a run -----------------------------------------------------------
 
@@ -197,10 +204,9 @@ class Responder:
         arbitration: ArbitrationContext | None = None,
         extras: TriggerExtras | None = None,
     ) -> str:
-        """Create a queued run (one active run per issue), acknowledge, wake a worker."""
-        if link_from is None and not await self.quota_ok(gh, origin, config):
-            return "done"
-        # One active run per issue: create_run refuses a second (ActiveRunExists).
+        """Create a queued run (one active run per issue, within the daily quotas),
+        acknowledge, wake a worker. ``link_from``: the command was made elsewhere
+        and its quota checked there (``quota_ok``) before the issue was filed."""
         run_id = self.svc.new_run_id(origin)
         try:
             chosen, spec = self.make_spec(
@@ -241,18 +247,22 @@ class Responder:
                 trigger=replace(trigger, **(extras or {})),
                 requested_by=origin.sender,
                 run_id=run_id,
+                quota=None if link_from else self._quota(config),
             )
         except ActiveRunExists as exc:
             await self.already_running(gh, origin, exc.run)
+            return "done"
+        except QuotaSpent as exc:
+            await self.reply(gh, origin, exc.public)
             return "done"
         log.info("run.queued", run=run.id, repo=origin.repo, issue=origin.issue_number, mode=chosen)
         await self.acknowledge(gh, origin, config, link_from)
         self.svc.wake()
         return "done"
 
-    def started(self, origin: Origin) -> RunRow | None:
+    async def started(self, origin: Origin) -> RunRow | None:
         """The run ``start`` just created for this origin (None when it replied instead)."""
-        run = self.svc.store.active_run(origin.repo, origin.issue_number)
+        run = await self.svc.db(self.svc.store.active_run, origin.repo, origin.issue_number)
         if run is not None and run.trigger.delivery == origin.delivery_id:
             return run
         return None

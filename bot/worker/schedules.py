@@ -44,9 +44,9 @@ def scope_folders(config: RepoConfig) -> tuple[str, ...]:
 
 async def discover(svc: Services) -> None:
     """Record which repositories ask for scheduled reviews; forget the others."""
-    store = svc.store
+    store, db = svc.store, svc.db
     for installation in await svc.gateway.installation_ids():
-        if store.installation_state(installation) != "active":
+        if await db(store.installation_state, installation) != "active":
             continue
         try:
             gh = await svc.gateway.installation(installation)
@@ -62,24 +62,25 @@ async def discover(svc: Services) -> None:
                 continue  # a broken config is reported when someone triggers the bot
             cadence = config.design_review.schedule
             if cadence is not None:
-                store.set_schedule(repo, installation, cadence, scope_folders(config))
+                await db(store.set_schedule, repo, installation, cadence, scope_folders(config))
                 keep.append(repo)
-        store.drop_schedules(installation, keep)
+        await db(store.drop_schedules, installation, keep)
 
 
 async def run_due(r: Responder, worker_id: str) -> int:
     """Start every due scheduled review this worker can claim; returns how many."""
-    store, lease = r.svc.store, r.svc.settings.lease_s
+    store, db, lease = r.svc.store, r.svc.db, r.svc.settings.lease_s
     started = 0
-    while (row := store.claim_due_schedule(worker_id, lease)) is not None:
+    while (row := await db(store.claim_due_schedule, worker_id, lease)) is not None:
         issue, run_id = None, None
         try:
             issue, run_id = await _start(r, row)
             started += issue is not None
         except BotError as exc:  # tried again next period; nothing half-done is left
             log.warning("schedule.start_failed", repo=row.repo, error=exc.code)
-        finally:
-            store.schedule_started(row.repo, worker_id, issue=issue, run_id=run_id)
+        finally:  # shielded: a shutdown must still hand the claim back
+            with anyio.CancelScope(shield=True):
+                await db(store.schedule_started, row.repo, worker_id, issue=issue, run_id=run_id)
     return started
 
 
@@ -119,7 +120,7 @@ async def _start(r: Responder, row: ScheduleRow) -> tuple[int | None, str | None
     await review_repository(
         r, gh, origin, config, cmd, folders=row.scope, previous_run=row.last_run
     )
-    run = r.started(origin)
+    run = await r.started(origin)
     return number, run.id if run is not None else None
 
 
@@ -143,9 +144,9 @@ async def schedule_loop(svc: Services, worker_id: str) -> None:
 # --- what changed since the previous review --------------------------------------
 
 
-def findings_of(svc: Services, run: RunRow) -> tuple[Finding, ...]:
+async def findings_of(svc: Services, run: RunRow) -> tuple[Finding, ...]:
     """A finished review's findings, replayed from its stored turns (pure engine)."""
-    step = next_step(run.debate_spec(), svc.store.load_turns(run.id))
+    step = next_step(run.debate_spec(), await svc.db(svc.store.load_turns, run.id))
     return step.findings if isinstance(step, Outcome) else ()
 
 
@@ -156,10 +157,10 @@ async def compare_findings(
     publisher: Publisher,
 ) -> None:
     previous_id = run.trigger.previous_review
-    previous = svc.store.get_run(previous_id) if previous_id else None
+    previous = await svc.db(svc.store.get_run, previous_id) if previous_id else None
     if previous is None or previous.state != "done":
         return
-    before = {finding_key(run.repo, f): f for f in findings_of(svc, previous)}
+    before = {finding_key(run.repo, f): f for f in await findings_of(svc, previous)}
     now = {finding_key(run.repo, f): f for f in findings}
     fixed = [f for k, f in before.items() if k not in now]
     still = [f for k, f in now.items() if k in before]
