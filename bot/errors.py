@@ -12,6 +12,7 @@ resumes it later; model calls are retried before the turn is dropped)::
     ├── WebhookError               .http_status: our answer to the delivery
     ├── GitHubError                .github_status: GitHub's answer (None: none)
     │   ├── TransientGitHubError   + Transient (judged in bot/github/session.py)
+    │   │   └── RateLimited        .resume_at: a wait beyond the cap; the run is handed back
     │   └── TargetGone             the run's issue or PR was deleted, transferred or locked
     ├── ModelError                 .drop_class: recorded on the dropped turn
     │   └── TransientModelError    + Transient, .retry_after
@@ -75,6 +76,19 @@ class GitHubError(BotError):
 
 class TransientGitHubError(GitHubError, Transient):
     """GitHub is down, rate-limiting us, or answered nothing usable."""
+
+
+class RateLimited(TransientGitHubError):
+    """GitHub asked for a longer wait than a call waits in place (the
+    ``github_max_retry_wait_s`` cap): nothing may go to the installation before
+    ``resume_at`` (epoch seconds), so a run is handed back until then."""
+
+    code = "github_rate_limited"
+    public = "GitHub's rate limit for this installation is exhausted for now."
+
+    def __init__(self, message: str, *, github_status: int | None, resume_at: float) -> None:
+        super().__init__(message, github_status=github_status)
+        self.resume_at = resume_at
 
 
 class TargetGone(GitHubError):

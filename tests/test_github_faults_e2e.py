@@ -114,20 +114,34 @@ def test_a_primary_limit_within_the_cap_delays_the_run(harness: Harness) -> None
     assert_finished_once(h, number, comment_id)
 
 
-def test_a_primary_limit_beyond_the_cap_interrupts_the_run_which_resumes(
-    harness: Harness,
+def attempts(h: Harness) -> list[tuple[int, int]]:
+    with sqlite3.connect(h.db_url.removeprefix("sqlite:///")) as db:
+        return list(db.execute("select attempts, handbacks from runs order by created_at"))
+
+
+@pytest.mark.parametrize("kind", ["primary", "secondary"])
+def test_a_limit_beyond_the_cap_hands_the_run_back_until_it_lifts(
+    harness: Harness, kind: str
 ) -> None:
+    """The window outlasts MAX_ATTEMPTS one-second leases: a run left to lapse and
+    be claimed again each time would have failed `too_many_attempts`."""
     h = harness
-    h.github.limit_installation(
-        INSTALLATION, kind="primary", window_s=3, applies_to=_is_comment_post
-    )
-    h.start(DEBATE_BOT_GITHUB_MAX_RETRY_WAIT_S="1")
-    number, comment_id = start_debate(h, "Primary limit, long")
-    h.wait_for(lambda: finished(h), timeout=60, what="the run resumed after the reset")
+    h.models.responder = never_converge
+    h.models.latency_s = 0.5  # the rebuttals are in flight when the digest is refused
+    h.github.limit_installation(INSTALLATION, kind=kind, window_s=8, applies_to=_is_comment_post)
+    h.start(DEBATE_BOT_GITHUB_MAX_RETRY_WAIT_S="1", DEBATE_BOT_LEASE_S="1")
+    number, comment_id = start_debate(h, f"{kind} limit, long", "/debate --rounds 2")
+    h.wait_for(lambda: finished(h), timeout=60, what="the run resumed after the limit")
     log = (h.tmp / "service.log").read_text()
-    assert '"run.interrupted"' in log  # the lease lapsed and a later attempt finished
-    assert h.github.limited_requests(INSTALLATION) == 1  # and nothing was sent before the reset
+    assert log.count('"run.rate_limited"') == 1
+    assert '"run.interrupted"' not in log and '"run.poisoned"' not in log
+    assert attempts(h) == [(2, 1)]  # claimed twice, the first given back: no crash
+    assert h.github.limited_requests(INSTALLATION) == 1  # nothing sent before it lifted
     assert_finished_once(h, number, comment_id)
+    # The round-1 digest was refused while the rebuttals ran: they finished and were
+    # stored, and the resumed attempt paid for no model call twice.
+    calls = [(r.model, r.prompt_text) for r in h.models.requests]
+    assert len(calls) == len(set(calls))
 
 
 def _thread_requests(github: FakeGitHub, number: int) -> int:

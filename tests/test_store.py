@@ -519,6 +519,24 @@ def test_concurrent_create_on_one_issue(db_url, clock, store):
     assert set(refused) == set(created)
 
 
+def test_a_deferred_run_is_claimed_again_only_when_its_wait_is_over(store, clock):
+    run = new_run(store)
+    store.claim_run("w1", LEASE)
+    until = clock.now + timedelta(seconds=600)  # well past the lease
+    assert store.defer_run(run.id, "w2", until) is False  # not w2's run
+    assert store.defer_run(run.id, "w1", until) is True
+    held = store.get_run(run.id)
+    assert (held.state, held.lease_owner, held.lease_expires_at) == ("running", None, until)
+    assert store.run_control(run.id) == (None, False)  # w1 sees it is no longer its own
+    assert store.renew_lease(run.id, "w1", LEASE) is False
+    clock.advance(LEASE + 1)
+    assert store.claim_run("w2", LEASE) is None  # a lapsed lease would be claimed here
+    clock.advance(600)
+    again = store.claim_run("w2", LEASE)
+    assert again is not None and again.id == run.id
+    assert (again.attempts, again.handbacks, again.crashes) == (2, 1, 1)
+
+
 def test_claim_lease_lifecycle(store, clock):
     run = new_run(store)
     mine = store.claim_run("w1", LEASE)

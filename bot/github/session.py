@@ -48,7 +48,7 @@ from githubkit.response import Response
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from bot.config import Settings
-from bot.errors import ConfigError, GitHubError, TargetGone, TransientGitHubError
+from bot.errors import ConfigError, GitHubError, RateLimited, TargetGone, TransientGitHubError
 from bot.github.auth import InstallationToken, TokenCache
 from bot.github.pacing import SharedSlots, WritePacer, spacing
 from bot.github.retry import decide, rate_limit_wait
@@ -445,6 +445,11 @@ class GitHubSession:
                 if limited is not None and state is not None:
                     quiet_s = limited[0] if decision.wait_s is None else decision.wait_s
                     self._block(state, quiet_s, route)
+                if limited is not None and decision.wait_s is None:  # longer than the cap
+                    resume_at = self._wall() + limited[0]
+                    raise RateLimited(
+                        str(error), github_status=raw.status_code, resume_at=resume_at
+                    ) from None
                 if decision.retry and decision.wait_s is not None:
                     log.info("github.retrying", method=method, route=route, reason=decision.reason)
                     raise _Retry(decision.wait_s, error) from None
@@ -505,11 +510,12 @@ class GitHubSession:
             if delay <= 0:
                 return
             if delay > self._max_wait_s:
-                # The run's lease lapses and a later attempt finds the limit lifted.
-                raise github_error(
+                # The run is handed back until then (bot/worker/pool.py).
+                raise RateLimited(
                     f"GitHub {method} {route} not sent: the installation is rate-limited "
                     f"for {delay:.0f}s more",
-                    rate_limited=True,
+                    github_status=None,
+                    resume_at=self._wall() + delay,
                 )
             await self._sleep(delay)
             if state.blocked_until == until:  # not extended while we slept

@@ -581,6 +581,28 @@ class RunStore(ScheduleQueries, PacingQueries):
             )
         return result.rowcount == 1
 
+    def defer_run(self, run_id: str, worker_id: str, until: datetime) -> bool:
+        """Hand a running run back until ``until`` (GitHub rate-limited its
+        installation past then): unheld, its lease expiring then, when any worker
+        claims it as it would a lapsed one. A hand-back, so not counted as a crash.
+        False if the lease was lost."""
+        with self._write("defer_run") as conn:
+            result = conn.execute(
+                sa.update(runs)
+                .where(
+                    runs.c.id == run_id,
+                    runs.c.lease_owner == worker_id,
+                    runs.c.state == "running",
+                )
+                .values(
+                    lease_owner=None,
+                    lease_expires_at=until,
+                    updated_at=self._now(),
+                    handbacks=runs.c.handbacks + 1,
+                )
+            )
+        return result.rowcount == 1
+
     def request_cancel(self, run_id: str) -> RunRow | None:
         """Flag an active run for cancellation; None if it is not active.
 

@@ -18,6 +18,7 @@ from bot.aio import first_failure
 from bot.debate.protocol import next_step
 from bot.debate.render import render_rounds
 from bot.debate.types import Batch, DebateSpec, Outcome, Turn
+from bot.errors import BotError, Transient
 from bot.github.gateway import InstallationClient
 from bot.llm.router import ModelRouter
 from bot.logs import get_logger
@@ -89,16 +90,25 @@ class RunDriver:
     async def _publish_while_running(self, batch: Batch, turns: list[Turn]) -> None:
         """Post the rounds that just finished while the next batch's model calls
         run: a digest costs a GitHub round trip (and a paced slot) that the debate
-        need not wait for. A failed post (the issue gone, GitHub down) cancels the
-        calls in flight and starts no more; a failed call lets the post finish, so
-        no comment is left posted but unrecorded. The next step waits for both, so
-        digests still go out in order."""
+        need not wait for. A post that fails for good (the issue gone) cancels the
+        calls in flight; one that fails for now (GitHub down or rate-limited) lets
+        them finish and be stored, as they are paid for, and fails the step after
+        them. A failed call lets the post finish, so no comment is left posted but
+        unrecorded. The next step waits for both, so digests still go out in order."""
         batch_error: Exception | None = None
+        post_error: BotError | None = None
         posted = anyio.Event()
         finished = list(turns)  # as they stand now: the batch appends meanwhile
 
         async def publish() -> None:
-            await self._publish_finished_rounds(finished, batch)
+            nonlocal post_error
+            try:
+                await self._publish_finished_rounds(finished, batch)
+            except BotError as exc:
+                if not isinstance(exc, Transient):
+                    raise
+                post_error = exc
+                return
             posted.set()
 
         with first_failure():
@@ -114,6 +124,8 @@ class RunDriver:
                     self._control = None
         if batch_error is not None:
             raise batch_error
+        if post_error is not None:
+            raise post_error
 
     async def _run_batch(self, batch: Batch, turns: list[Turn]) -> None:
         async def one(index: int) -> None:

@@ -17,7 +17,7 @@ from anyio.abc import TaskGroup
 from structlog.contextvars import bound_contextvars
 
 from bot.debate.types import DebateSpec, Outcome, Turn
-from bot.errors import BotError, TargetGone, Transient
+from bot.errors import BotError, RateLimited, TargetGone, Transient
 from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, DeliveryState, RunControl, RunRow
@@ -402,6 +402,12 @@ class Worker:
                 log.info("run.draining")  # handed back by `_drive_slot`
             except Cancelled:
                 await finisher.cancelled(self.id)
+            except RateLimited as exc:
+                # Not a crash: every finished turn is stored, and no worker waits
+                # out the limit; whichever claims the run after it resumes it.
+                until = datetime.fromtimestamp(exc.resume_at, UTC)
+                log.warning("run.rate_limited", resume_at=until.isoformat(), detail=str(exc))
+                await svc.db(svc.store.defer_run, run.id, self.id, until)
             except TargetGone as exc:
                 # Deleted, transferred or locked: end the run now, and post nothing
                 # more there (it would fail the same way).
