@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     # and `web` post to their own webhook route (bot/app/proxy.py).
     webhook_proxy_url: str | None = None
     port: int = 3000
+    # A `worker` serves no webhooks; on this port it serves /healthz, /readyz and
+    # /metrics (its model and GitHub counters live in its own process). Unset: none.
+    worker_port: int | None = Field(default=None, ge=1, le=65535)
     log_level: str = "INFO"
     log_json: bool = True
 

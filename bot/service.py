@@ -14,8 +14,9 @@ from collections.abc import Iterator
 import anyio
 import uvicorn
 from anyio.abc import TaskStatus
+from fastapi import FastAPI
 
-from bot.app.main import create_app, settle_gc
+from bot.app.main import create_app, create_ops_app, settle_gc
 from bot.app.proxy import follow_channel
 from bot.app.redeliver import redeliver_forever
 from bot.app.webhook import local_webhook_url
@@ -153,20 +154,18 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
                     follow_channel, settings.webhook_proxy_url, local_webhook_url(settings)
                 )
             app = create_app(settings, store, metrics, wake=wake)
-            config = uvicorn.Config(
-                app,
-                host=settings.host,
-                port=settings.port,
-                log_config=None,
-                access_log=False,
-                lifespan="off",
-            )
-            web_server = server = _Server(config)
+            web_server = server = _http_server(app, settings.host, settings.port)
             gateway = svc.gateway if svc is not None else None
             tg.start_soon(
                 redeliver_forever, settings, store, metrics, gateway, lambda: web_server.started
             )
             log.info("web.listening", host=settings.host, port=settings.port)
+            tg.start_soon(_serve_web, server, stop)
+        elif settings.worker_port is not None:
+            server = _http_server(
+                create_ops_app(store, metrics), settings.host, settings.worker_port
+            )
+            log.info("worker.listening", host=settings.host, port=settings.worker_port)
             tg.start_soon(_serve_web, server, stop)
         await stop.wait()
         # SIGTERM: stop taking webhooks, drain the worker (in-flight model calls
@@ -181,6 +180,13 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
         await svc.gateway.aclose()
         await svc.router.aclose()
     store.dispose()
+
+
+def _http_server(app: FastAPI, host: str, port: int) -> _Server:
+    config = uvicorn.Config(
+        app, host=host, port=port, log_config=None, access_log=False, lifespan="off"
+    )
+    return _Server(config)
 
 
 async def _serve_web(server: uvicorn.Server, stop: anyio.Event) -> None:

@@ -12,7 +12,7 @@ import helm_python as helm
 import pytest
 import yaml
 
-from bot.app.main import create_app
+from bot.app.main import create_app, create_ops_app
 from bot.config import Settings
 from bot.metrics import Metrics
 from bot.store import RunStore
@@ -62,6 +62,16 @@ def app_routes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[set[str]]:
     db = tmp_path_factory.mktemp("helm") / "db.sqlite"
     store = RunStore.from_url(f"sqlite:///{db}")
     app = create_app(Settings(), store, Metrics())
+    yield {getattr(r, "path", "") for r in app.routes}
+    store.dispose()
+
+
+@pytest.fixture(scope="module")
+def ops_routes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[set[str]]:
+    """What a worker serves on DEBATE_BOT_WORKER_PORT."""
+    db = tmp_path_factory.mktemp("helm") / "db.sqlite"
+    store = RunStore.from_url(f"sqlite:///{db}")
+    app = create_ops_app(store, Metrics())
     yield {getattr(r, "path", "") for r in app.routes}
     store.dispose()
 
@@ -186,7 +196,9 @@ def test_the_env_check_catches_an_unknown_name() -> None:
     assert env_names_of(docs) - settings_env_names() == {"DEBATE_BOT_NOT_A_SETTING"}
 
 
-def test_probes_and_scrapes_hit_real_routes(rendered, app_routes: set[str]) -> None:
+def test_probes_and_scrapes_hit_real_routes(
+    rendered, app_routes: set[str], ops_routes: set[str]
+) -> None:
     name, docs = rendered
     web = one(docs, "Deployment", f"{RELEASE}-debate-bot-web")
     (c,) = containers(web)
@@ -195,6 +207,11 @@ def test_probes_and_scrapes_hit_real_routes(rendered, app_routes: set[str]) -> N
     paths = {c["livenessProbe"]["httpGet"]["path"], c["readinessProbe"]["httpGet"]["path"]}
     for sm in of_kind(docs, "ServiceMonitor"):
         paths.update(ep["path"] for ep in sm["spec"]["endpoints"])
+    (w,) = containers(one(docs, "Deployment", f"{RELEASE}-debate-bot-worker"))
+    worker_paths = {w["livenessProbe"]["httpGet"]["path"]}
+    for pm in of_kind(docs, "PodMonitor"):
+        worker_paths.update(ep["path"] for ep in pm["spec"]["podMetricsEndpoints"])
+    assert worker_paths <= ops_routes
     for ing in of_kind(docs, "Ingress"):
         for rule in ing["spec"]["rules"]:
             paths.update(p["path"] for p in rule["http"]["paths"])
@@ -215,15 +232,22 @@ def test_web_listens_on_the_configured_port() -> None:
     assert svc["spec"]["selector"]["app.kubernetes.io/component"] == "web"
 
 
-def test_workers_serve_no_port_and_have_no_http_probe(rendered) -> None:
-    _, docs = rendered
+def test_workers_serve_probes_and_metrics_but_no_webhooks(rendered) -> None:
+    name, docs = rendered
     (c,) = containers(one(docs, "Deployment", f"{RELEASE}-debate-bot-worker"))
     assert c["args"] == ["worker"]
-    assert "ports" not in c
-    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
-        assert "httpGet" not in c.get(probe, {})
-    for svc in of_kind(docs, "Service"):
+    assert c["ports"] == [{"name": "metrics", "containerPort": 9000, "protocol": "TCP"}]
+    assert {"name": "DEBATE_BOT_WORKER_PORT", "value": "9000"} in c["env"]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    for svc in of_kind(docs, "Service"):  # no webhook reaches a worker
         assert svc["spec"]["selector"].get("app.kubernetes.io/component") != "worker"
+    monitors = of_kind(docs, "PodMonitor")
+    if name != "everything-on":
+        assert monitors == []
+        return
+    (pm,) = monitors
+    assert pm["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "worker"
+    assert pm["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
 
 
 def test_migrations_are_a_pre_install_pre_upgrade_hook(rendered) -> None:
@@ -340,7 +364,7 @@ def test_defaults_and_optional_parts() -> None:
     assert chart_meta["apiVersion"] == "v2"
     docs = render({})
     kinds = {d["kind"] for d in docs}
-    assert not kinds & {"Ingress", "HorizontalPodAutoscaler", "ServiceMonitor"}
+    assert not kinds & {"Ingress", "HorizontalPodAutoscaler", "ServiceMonitor", "PodMonitor"}
     worker = one(docs, "Deployment", f"{RELEASE}-debate-bot-worker")
     assert worker["spec"]["replicas"] == 2
     for dep in of_kind(docs, "Deployment"):

@@ -5,11 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import httpx
 import pytest
 
 from bot.store import RunStore
 from tests.harness.scenarios import bot_markers, command, seed_issue
-from tests.harness.service import Harness, Service
+from tests.harness.service import Harness, Service, free_port
 
 
 @pytest.mark.postgres
@@ -23,7 +24,10 @@ def test_web_and_two_workers_share_postgres(harness: Harness, pg_database: str) 
     )
     assert migrate.returncode == 0, migrate.stderr
     web = Service(env, h.tmp / "web.log").start("web")
-    workers = [Service({**env}, h.tmp / f"worker{i}.log").start("worker") for i in range(2)]
+    workers = [Service({**env}, h.tmp / "worker0.log").start("worker")]
+    # The second worker serves its probes and metrics: its counters are its own.
+    ops_env = {**env, "DEBATE_BOT_WORKER_PORT": str(free_port())}
+    workers.append(Service(ops_env, h.tmp / "worker1.log").start("worker"))
     h.service = web
     store = RunStore.from_url(pg_database)
     try:
@@ -43,6 +47,16 @@ def test_web_and_two_workers_share_postgres(harness: Harness, pg_database: str) 
             assert sum("debate-bot:verdict" in m for m in markers) == 1
         for i in range(2):
             assert "turn.done" in (h.tmp / f"worker{i}.log").read_text(), f"worker {i} idle"
+        ops = workers[1].url
+        assert httpx.get(ops + "/healthz").json() == {"status": "ok"}
+        assert httpx.get(ops + "/readyz").json() == {"status": "ready"}
+        assert httpx.post(ops + "/api/github/webhooks").status_code == 404  # no webhooks here
+        metrics = httpx.get(ops + "/metrics").text
+        assert 'debate_bot_model_tokens_total{kind="input",provider="openai"}' in metrics
+        assert 'debate_bot_runs{state="done"} 4.0' in metrics  # the database's, as on web
+        assert "debate_bot_github_calls_total{" in metrics
+        # The web process drove no run: its model counters stay empty.
+        assert "debate_bot_model_tokens_total{" not in httpx.get(web.url + "/metrics").text
     finally:
         for w in workers:
             w.stop()

@@ -82,6 +82,23 @@ def create_app(
     async def index() -> Response:
         return Response(front, media_type="text/plain; charset=utf-8")
 
+    add_ops_routes(app, store, metrics)
+    settle_gc()
+    return app
+
+
+def create_ops_app(store: RunStore, metrics: Metrics) -> FastAPI:
+    """What a `worker` serves on ``DEBATE_BOT_WORKER_PORT``: no webhooks, only the
+    routes an orchestrator probes and Prometheus scrapes."""
+    app = FastAPI(title="debate-bot worker", docs_url=None, redoc_url=None, openapi_url=None)
+    add_ops_routes(app, store, metrics)
+    return app
+
+
+def add_ops_routes(app: FastAPI, store: RunStore, metrics: Metrics) -> None:
+    """``/healthz`` (the process answers), ``/readyz`` (and so does its database),
+    ``/metrics`` (this process's metrics)."""
+
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
@@ -97,6 +114,3 @@ def create_app(
     async def metrics_route() -> Response:
         body = await anyio.to_thread.run_sync(metrics.render)
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
-
-    settle_gc()
-    return app

@@ -90,7 +90,10 @@ class Service:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bot", command], env=self.env, stdout=log, stderr=log
         )
-        if command == "worker":  # no HTTP to poll: give it a moment, then check it lives
+        if command == "worker" and "DEBATE_BOT_WORKER_PORT" in self.env:
+            self.port = int(self.env["DEBATE_BOT_WORKER_PORT"])  # its probe and metrics port
+            self.url = f"http://127.0.0.1:{self.port}"
+        elif command == "worker":  # no HTTP to poll: give it a moment, then check it lives
             time.sleep(0.5)
             if self.proc.poll() is not None:
                 raise RuntimeError(f"worker exited: {self.log_path.read_text()[-3000:]}")
