@@ -347,6 +347,8 @@ class RunStore(ScheduleQueries, PacingQueries):
                     attempts=deliveries.c.attempts - int(state == "pending"),
                 )
             )
+            if state == "pending":  # handed back: another worker takes it at once
+                notify_work(conn)
         return result.rowcount == 1
 
     def get_delivery(self, delivery_id: str) -> DeliveryRow | None:
@@ -579,6 +581,8 @@ class RunStore(ScheduleQueries, PacingQueries):
                     **fields,
                 )
             )
+            if state == "queued":  # handed back: another worker resumes it at once
+                notify_work(conn)
         return result.rowcount == 1
 
     def defer_run(self, run_id: str, worker_id: str, until: datetime) -> bool:
