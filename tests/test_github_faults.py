@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,9 +16,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr
 
 from bot.config import Settings
-from bot.errors import GitHubError, TargetGone, Transient, TransientGitHubError
+from bot.errors import GitHubError, RateLimited, TargetGone, Transient, TransientGitHubError
 from bot.github.gateway import GitHubGateway
 from bot.github.session import github_error
+from bot.store import RunStore
 from tests.fakes.github_server import FakeGitHub
 
 APP_ID = 4242
@@ -155,6 +158,43 @@ async def test_a_secondary_limit_holds_every_call_of_the_installation(
         assert fake.limited_requests(INSTALLATION) == 1  # nothing sent inside the window
     finally:
         await gw.aclose()
+
+
+@pytest.mark.parametrize("window_s", [3, 600], ids=["within-the-cap", "beyond-the-cap"])
+async def test_a_limit_one_process_meets_holds_the_other_processes_writes(
+    fake: FakeGitHub, app_key: rsa.RSAPrivateKey, ftime: SharedTime, tmp_path: Path, window_s: int
+) -> None:
+    """Two gateways (two workers) sharing pacing through one database: the second
+    never saw the 403, yet its write waits for the limit to lift."""
+    store = RunStore.from_url(
+        f"sqlite:///{tmp_path / 'db.sqlite'}", clock=lambda: datetime.fromtimestamp(ftime.now, UTC)
+    )
+    store.migrate()
+    first = await _gateway(fake, app_key, ftime, max_attempts=1, write_slots=store)
+    second = await _gateway(fake, app_key, ftime, write_slots=store)
+    try:
+        a, b = await first.installation(INSTALLATION), await second.installation(INSTALLATION)
+        fake.limit_installation(INSTALLATION, window_s=window_s)
+        with pytest.raises(TransientGitHubError):
+            await a.create_comment(REPO, 1, "refused")
+        sent = _sent(fake, INSTALLATION)
+        # (The store keeps microseconds: a slot can round to a sleep of a few.)
+        ftime.sleeps = [s for s in ftime.sleeps if s > 0.001]
+        if window_s == 3:
+            await b.create_comment(REPO, 1, "after the wait")
+            assert [round(s, 3) for s in ftime.sleeps] == [3.0]  # waited before it was sent
+        else:
+            with pytest.raises(RateLimited) as held:
+                await b.create_comment(REPO, 1, "held")
+            assert held.value.resume_at == pytest.approx(ftime.now + 600, abs=1)
+            with pytest.raises(RateLimited):  # its reads now wait too, unsent
+                await b.get_issue(REPO, 1)
+            assert _sent(fake, INSTALLATION) == sent and ftime.sleeps == []
+        assert fake.limited_requests(INSTALLATION) == 1  # nothing sent inside the window
+    finally:
+        await first.aclose()
+        await second.aclose()
+        store.dispose()
 
 
 @pytest.mark.parametrize(

@@ -176,3 +176,19 @@ def test_a_slot_that_has_already_come_is_taken_at_once() -> None:
     pacer = WritePacer(1.0, clock=lambda: 0.0, sleep=sleep, reserve=reserve, on_late=on_late)
     assert anyio.run(pacer.wait_turn) == 0.0
     assert late == []
+
+
+def test_a_hold_delays_every_processs_next_slot_and_a_far_slot_is_not_taken(
+    two_workers: tuple[RunStore, RunStore, Clock],
+) -> None:
+    a, b, clock = two_workers
+    assert a.reserve_write(7, 1.0).wait_s == 0.0
+    until = clock.now + timedelta(seconds=120)
+    a.hold_writes(7, until)  # GitHub told worker a to wait two minutes
+    a.hold_writes(7, clock.now + timedelta(seconds=30))  # a shorter hold never shortens it
+    assert b.reserve_write(7, 1.0, max_wait_s=60.0) == (120.0, until)  # not taken
+    assert b.reserve_write(7, 1.0, max_wait_s=60.0) == (120.0, until)  # so nothing drifts
+    clock.now += timedelta(seconds=119)
+    assert b.reserve_write(7, 1.0, max_wait_s=60.0) == (1.0, until + timedelta(seconds=1))
+    b.hold_writes(8, clock.now + timedelta(seconds=5))  # an installation without a row yet
+    assert a.reserve_write(8, 1.0).wait_s == 5.0

@@ -31,8 +31,15 @@ LATE_RESERVATIONS = 2
 class SharedSlots(Protocol):
     """Write slots handed out by the database (``RunStore``, bot/store/pacing.py)."""
 
-    def reserve_write(self, installation_id: int, interval_s: float) -> tuple[float, datetime]:
-        """Seconds to wait for the installation's next slot, and the slot after it."""
+    def reserve_write(
+        self, installation_id: int, interval_s: float, max_wait_s: float | None = None
+    ) -> tuple[float, datetime]:
+        """Seconds to wait for the installation's next slot, and the slot after it
+        (not taken when more than ``max_wait_s`` away)."""
+        ...
+
+    def hold_writes(self, installation_id: int, until: datetime) -> None:
+        """No slot of the installation before ``until`` (a rate limit)."""
         ...
 
     def extend_write_slot(self, installation_id: int, next_at: datetime, late_s: float) -> bool:

@@ -48,7 +48,14 @@ from githubkit.response import Response
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from bot.config import Settings
-from bot.errors import ConfigError, GitHubError, RateLimited, TargetGone, TransientGitHubError
+from bot.errors import (
+    ConfigError,
+    GitHubError,
+    RateLimited,
+    StoreError,
+    TargetGone,
+    TransientGitHubError,
+)
 from bot.github.auth import InstallationToken, TokenCache
 from bot.github.pacing import SharedSlots, WritePacer, spacing
 from bot.github.retry import decide, rate_limit_wait
@@ -313,9 +320,19 @@ class GitHubSession:
             """Seconds from now to the slot, counted from the slot itself: time lost
             after the database chose it (a slow commit, the thread hop back) is
             taken off the wait instead of shifting the slot later."""
-            _, next_at = await anyio.to_thread.run_sync(
-                slots.reserve_write, installation_id, interval
+            wait_s, next_at = await anyio.to_thread.run_sync(
+                slots.reserve_write, installation_id, interval, self._max_wait_s
             )
+            if wait_s > self._max_wait_s:  # held by a rate limit another process met
+                state = self._states.get(installation_id)
+                if state is not None:
+                    self._block(state, wait_s, "(held by another process)")
+                raise RateLimited(
+                    f"GitHub write to installation {installation_id} not sent: writes are "
+                    f"held for {wait_s:.0f}s more (a rate limit another process met)",
+                    github_status=None,
+                    resume_at=self._wall() + wait_s,
+                )
             following[:] = [next_at]
             return next_at.timestamp() - interval - self._wall()
 
@@ -445,6 +462,7 @@ class GitHubSession:
                 if limited is not None and state is not None:
                     quiet_s = limited[0] if decision.wait_s is None else decision.wait_s
                     self._block(state, quiet_s, route)
+                    await self._share_block(installation_id, quiet_s)
                 if limited is not None and decision.wait_s is None:  # longer than the cap
                     resume_at = self._wall() + limited[0]
                     raise RateLimited(
@@ -502,6 +520,17 @@ class GitHubSession:
         if until > state.blocked_until:
             state.blocked_until = until
             log.warning("github.rate_limited", route=route, wait_s=round(wait_s, 1))
+
+    async def _share_block(self, installation_id: int | None, wait_s: float) -> None:
+        """With shared pacing, other processes' writes to the installation wait too
+        (their reads find the limit themselves, one refused request each)."""
+        if self._write_slots is None or installation_id is None:
+            return
+        until = datetime.fromtimestamp(self._wall() + wait_s, UTC)
+        try:
+            await anyio.to_thread.run_sync(self._write_slots.hold_writes, installation_id, until)
+        except StoreError as exc:  # this process still waits; the others find out
+            log.warning("github.hold_not_shared", error=exc.code)
 
     async def _wait_unblocked(self, state: _InstallationState, method: str, route: str) -> None:
         while True:

@@ -47,23 +47,31 @@ class PacingQueries:
     _write: Callable[[str], AbstractContextManager[Connection]]
     _insert: Callable[[sa.Table], postgresql.Insert | sqlite.Insert]
 
-    def reserve_write(self, installation_id: int, interval_s: float) -> WriteSlot:
+    def _pacing_row(self, conn: Connection, installation_id: int, now: datetime) -> None:
+        """The installation's row, created with full buckets if it has none."""
+        conn.execute(
+            self._insert(github_pacing)
+            .values(
+                installation_id=installation_id,
+                next_at=now,
+                minute_tokens=PER_MINUTE[0],
+                hour_tokens=PER_HOUR[0],
+                tokens_at=now,
+            )
+            .on_conflict_do_nothing(index_elements=[github_pacing.c.installation_id])
+        )
+
+    def reserve_write(
+        self, installation_id: int, interval_s: float, max_wait_s: float | None = None
+    ) -> WriteSlot:
         """Reserve the installation's next write slot: the seconds to wait, and the
-        next slot after it."""
+        next slot after it. A slot more than ``max_wait_s`` away (the installation
+        is held, see ``hold_writes``) is not taken: the wait comes back, and
+        ``next_at`` as it stands."""
         p = github_pacing.c
         now = self._now()
         with self._write("reserve_write") as conn:
-            conn.execute(
-                self._insert(github_pacing)
-                .values(
-                    installation_id=installation_id,
-                    next_at=now,
-                    minute_tokens=PER_MINUTE[0],
-                    hour_tokens=PER_HOUR[0],
-                    tokens_at=now,
-                )
-                .on_conflict_do_nothing(index_elements=[p.installation_id])
-            )
+            self._pacing_row(conn, installation_id, now)
             row = conn.execute(
                 sa.select(github_pacing)
                 .where(p.installation_id == installation_id)
@@ -82,6 +90,8 @@ class PacingQueries:
                 minute = _refilled(minute, slot, later, PER_MINUTE)
                 hour = _refilled(hour, slot, later, PER_HOUR)
                 slot = later
+            if max_wait_s is not None and (slot - now).total_seconds() > max_wait_s:
+                return WriteSlot((slot - now).total_seconds(), next_at)
             following = slot + timedelta(seconds=max(0.0, interval_s))
             conn.execute(
                 sa.update(github_pacing)
@@ -94,6 +104,18 @@ class PacingQueries:
                 )
             )
         return WriteSlot((slot - now).total_seconds(), following)
+
+    def hold_writes(self, installation_id: int, until: datetime) -> None:
+        """GitHub rate-limited the installation until ``until``: no process's next
+        write slot comes before then."""
+        p = github_pacing.c
+        with self._write("hold_writes") as conn:
+            self._pacing_row(conn, installation_id, self._now())
+            conn.execute(
+                sa.update(github_pacing)
+                .where(p.installation_id == installation_id, p.next_at < until)
+                .values(next_at=until)
+            )
 
     def extend_write_slot(self, installation_id: int, next_at: datetime, late_s: float) -> bool:
         """A writer woke ``late_s`` after its slot (a busy event loop): move the
