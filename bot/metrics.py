@@ -12,12 +12,13 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 
-def github_error_kind(status: int) -> str | None:
-    """The class of a failed GitHub call for ``debate_bot_github_errors`` (None: no error).
-    A 403 counts as rate limited only approximately: it is also the refusal status."""
+def github_error_kind(status: int, rate_limited: bool = False) -> str | None:
+    """The class of a failed GitHub call for ``debate_bot_github_errors`` (None: no
+    error). ``rate_limited``: the session judged it a rate limit (a 403 is also
+    GitHub's refusal: a missing permission, a locked issue)."""
     if status == 0:
         return "no_response"
-    if status in (403, 429):
+    if rate_limited or status == 429:
         return "rate_limited"
     if status >= 500:
         return "server"

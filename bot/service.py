@@ -63,9 +63,9 @@ def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Ser
             "(or DEBATE_BOT_PRIVATE_KEY_FILE)"
         )
 
-    def on_request(method: str, route: str, status: int) -> None:
+    def on_request(method: str, route: str, status: int, rate_limited: bool) -> None:
         metrics.github_calls.labels(method, route, str(status)).inc()
-        if kind := github_error_kind(status):
+        if kind := github_error_kind(status, rate_limited):
             metrics.github_errors.labels(kind).inc()
 
     # Several processes share one PostgreSQL: they pace each installation's writes

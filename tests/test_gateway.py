@@ -99,7 +99,7 @@ async def gateway(fake, app_key, ftime, calls):
         make_settings(fake.api_url, _pem(app_key)),
         clock=ftime.clock,
         sleep=ftime.sleep,
-        on_request=lambda m, r, s: calls.append((m, r, s)),
+        on_request=lambda m, r, s, _limited: calls.append((m, r, s)),
     )
     yield gw
     await gw.aclose()
@@ -647,7 +647,7 @@ async def test_gateway_over_an_asgi_transport_needs_no_socket(
         make_settings(fake.api_url, _pem(app_key)),
         clock=ftime.clock,
         sleep=ftime.sleep,
-        on_request=lambda m, r, s: calls.append((m, r, s)),
+        on_request=lambda m, r, s, _limited: calls.append((m, r, s)),
         transport=httpx.ASGITransport(app=fake.asgi),
     )
     async with gw:

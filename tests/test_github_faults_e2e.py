@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+import httpx
 import pytest
 
 from tests.fakes.github_server import FakeGitHub
@@ -75,6 +76,10 @@ def test_a_secondary_limit_mid_run_is_waited_out_once(harness: Harness, retry_af
     h.wait_for(lambda: finished(h), what="the run past the secondary limit")
     assert h.github.limited_requests(INSTALLATION) == 1  # nothing sent inside the window
     assert_finished_once(h, number, comment_id)
+    assert h.service is not None
+    metrics = httpx.get(h.service.url + "/metrics").text
+    assert 'debate_bot_github_errors_total{kind="rate_limited"} 1.0' in metrics
+    assert 'debate_bot_github_errors_total{kind="client"}' not in metrics
 
 
 def test_a_digest_held_by_a_secondary_limit_holds_back_no_model_call(harness: Harness) -> None:

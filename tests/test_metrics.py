@@ -75,19 +75,20 @@ def test_a_scrape_survives_a_database_that_is_down(store: tuple[RunStore, Clock]
 
 
 @pytest.mark.parametrize(
-    ("status", "kind"),
+    ("status", "limited", "kind"),
     [
-        (0, "no_response"),
-        (403, "rate_limited"),
-        (429, "rate_limited"),
-        (502, "server"),
-        (422, "client"),
-        (404, None),
-        (201, None),
+        (0, False, "no_response"),
+        (403, True, "rate_limited"),
+        (403, False, "client"),  # a missing permission, a locked issue
+        (429, False, "rate_limited"),
+        (502, False, "server"),
+        (422, False, "client"),
+        (404, False, None),
+        (201, False, None),
     ],
 )
-def test_github_error_classes(status: int, kind: str | None) -> None:
-    assert github_error_kind(status) == kind
+def test_github_error_classes(status: int, limited: bool, kind: str | None) -> None:
+    assert github_error_kind(status, limited) == kind
 
 
 def test_dropped_turns_and_failed_github_calls_are_counted(harness: Harness) -> None:

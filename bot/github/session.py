@@ -64,7 +64,8 @@ from bot.pools import ShardedTransport
 
 log = get_logger(__name__)
 
-OnRequest = Callable[[str, str, int], None]
+# method, route template, status (0: no answer), and whether it was a rate limit.
+OnRequest = Callable[[str, str, int, bool], None]
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
 # One GitHub operation, given the headers to send (auth, API version).
@@ -419,9 +420,6 @@ class GitHubSession:
                 response = await op(headers)
             except RequestFailed as exc:
                 raw = exc.response.raw_response
-                self._observe(method, route, raw.status_code, raw.headers, state)
-                if raw.status_code in accepted:
-                    return exc.response
                 detail = response_message(raw)
                 limited = rate_limit_wait(
                     status=raw.status_code,
@@ -430,6 +428,11 @@ class GitHubSession:
                     attempt=attempt,
                     now_epoch=self._wall(),
                 )
+                self._observe(
+                    method, route, raw.status_code, raw.headers, state, limited is not None
+                )
+                if raw.status_code in accepted:
+                    return exc.response
                 error = github_error(
                     f"GitHub {method} {route} failed: {raw.status_code} {detail}",
                     github_status=raw.status_code,
@@ -557,6 +560,7 @@ class GitHubSession:
         status: int,
         headers: Mapping[str, str] | None,
         state: _InstallationState | None,
+        rate_limited: bool = False,
     ) -> None:
         if state is not None and headers is not None:
             remaining = headers.get("x-ratelimit-remaining")
@@ -564,6 +568,6 @@ class GitHubSession:
                 state.rate_limit_remaining = int(remaining)
         if self._on_request is not None:
             try:
-                self._on_request(method, route, status)
+                self._on_request(method, route, status, rate_limited)
             except Exception:  # metrics must never break a GitHub call
                 log.exception("github.on_request_failed")
