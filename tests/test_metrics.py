@@ -62,6 +62,14 @@ def test_run_health_at_scrape_time(store: tuple[RunStore, Clock]) -> None:
     assert "debate_bot_runs_expired_leases 0.0" in text
     assert "debate_bot_runs_resumed_active 1.0" in text
 
+    # A run handed back waits in the queue from then, not from its creation.
+    second = s.claim_run("w3", lease_s=30)
+    assert second is not None and second.issue_number == 2
+    clock.now += timedelta(minutes=5)
+    assert s.release_run(second.id, "w3", "queued", handed_back=True)
+    clock.now += timedelta(seconds=30)
+    assert s.run_health()["oldest_queued_age_seconds"] == pytest.approx(30.0)
+
 
 def test_a_scrape_survives_a_database_that_is_down(store: tuple[RunStore, Clock]) -> None:
     s, _ = store

@@ -770,14 +770,16 @@ class RunStore(ScheduleQueries, PacingQueries):
         return counts
 
     def run_health(self) -> dict[str, float]:
-        """What an operator alerts on, read at scrape time: the age of the oldest
-        queued run, running runs whose lease lapsed (their worker died; another
-        resumes them), and active runs already on a second or later attempt."""
+        """What an operator alerts on, read at scrape time: how long the longest
+        queued run has waited since it was (last) queued (a run handed back or
+        decided on waits from then), running runs whose lease lapsed (their worker
+        died; another resumes them), and active runs already on a second or later
+        attempt."""
         r = runs.c
         now = self._now()
         with self._read("run_health") as conn:
             oldest = conn.execute(
-                sa.select(sa.func.min(r.created_at)).where(r.state == "queued")
+                sa.select(sa.func.min(r.updated_at)).where(r.state == "queued")
             ).scalar()
             expired = conn.execute(
                 sa.select(sa.func.count()).where(r.state == "running", r.lease_expires_at < now)
