@@ -527,16 +527,23 @@ class RunStore(ScheduleQueries, PacingQueries):
     def renew_lease(self, run_id: str, worker_id: str, lease_s: float) -> bool:
         """Extend the lease; False if this worker no longer holds the run."""
         now = self._now()
-        with self._write("renew_lease") as conn:
+        values = {"lease_expires_at": now + timedelta(seconds=lease_s), "updated_at": now}
+        return self._update_held("renew_lease", run_id, worker_id, values)
+
+    def _update_held(
+        self, op: str, run_id: str, worker_id: str, values: dict[str, Any], notify: bool = False
+    ) -> bool:
+        """Update a run this worker holds (running, under its lease); False if it
+        no longer does. ``notify``: the update queued work for other workers."""
+        r = runs.c
+        with self._write(op) as conn:
             result = conn.execute(
                 sa.update(runs)
-                .where(
-                    runs.c.id == run_id,
-                    runs.c.lease_owner == worker_id,
-                    runs.c.state == "running",
-                )
-                .values(lease_expires_at=now + timedelta(seconds=lease_s), updated_at=now)
+                .where(r.id == run_id, r.lease_owner == worker_id, r.state == "running")
+                .values(**values)
             )
+            if notify:
+                notify_work(conn)
         return result.rowcount == 1
 
     def release_run(
@@ -564,48 +571,29 @@ class RunStore(ScheduleQueries, PacingQueries):
             fields["spec"] = self._spec_text(fields["spec"])
         if "trigger" in fields:
             fields["trigger"] = to_json(fields["trigger"])
-        with self._write("release_run") as conn:
-            result = conn.execute(
-                sa.update(runs)
-                .where(
-                    runs.c.id == run_id,
-                    runs.c.lease_owner == worker_id,
-                    runs.c.state == "running",
-                )
-                .values(
-                    state=state,
-                    lease_owner=None,
-                    lease_expires_at=None,
-                    updated_at=self._now(),
-                    handbacks=runs.c.handbacks + int(handed_back),
-                    **fields,
-                )
-            )
-            if state == "queued":  # handed back: another worker resumes it at once
-                notify_work(conn)
-        return result.rowcount == 1
+        values = {
+            "state": state,
+            "lease_owner": None,
+            "lease_expires_at": None,
+            "updated_at": self._now(),
+            "handbacks": runs.c.handbacks + int(handed_back),
+            **fields,
+        }
+        # Queued again (handed back): another worker resumes it at once.
+        return self._update_held("release_run", run_id, worker_id, values, state == "queued")
 
     def defer_run(self, run_id: str, worker_id: str, until: datetime) -> bool:
         """Hand a running run back until ``until`` (GitHub rate-limited its
         installation past then): unheld, its lease expiring then, when any worker
         claims it as it would a lapsed one. A hand-back, so not counted as a crash.
         False if the lease was lost."""
-        with self._write("defer_run") as conn:
-            result = conn.execute(
-                sa.update(runs)
-                .where(
-                    runs.c.id == run_id,
-                    runs.c.lease_owner == worker_id,
-                    runs.c.state == "running",
-                )
-                .values(
-                    lease_owner=None,
-                    lease_expires_at=until,
-                    updated_at=self._now(),
-                    handbacks=runs.c.handbacks + 1,
-                )
-            )
-        return result.rowcount == 1
+        values = {
+            "lease_owner": None,
+            "lease_expires_at": until,
+            "updated_at": self._now(),
+            "handbacks": runs.c.handbacks + 1,
+        }
+        return self._update_held("defer_run", run_id, worker_id, values)
 
     def request_cancel(self, run_id: str) -> RunRow | None:
         """Flag an active run for cancellation; None if it is not active.
