@@ -170,11 +170,14 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
         await stop.wait()
         # SIGTERM: stop taking webhooks, drain the worker (in-flight model calls
         # finish within the grace, their runs are handed back), then end the rest.
-        if server is not None:
+        # A worker's own port (probes, metrics) stays up through its drain.
+        if server is not None and web:
             server.should_exit = True
         if w is not None:
             w.stop()
             await w.stopped.wait()
+        if server is not None:
+            server.should_exit = True
         tg.cancel_scope.cancel()
     if svc is not None:
         await svc.gateway.aclose()

@@ -21,7 +21,7 @@ from tests.harness.scenarios import (
     seed_issue,
     stored_turns,
 )
-from tests.harness.service import Harness, Service
+from tests.harness.service import Harness, Service, free_port
 
 # A resume that waited for this lease to lapse would outlast every wait below.
 LONG_LEASE = {"DEBATE_BOT_LEASE_S": "600"}
@@ -123,11 +123,14 @@ def test_grace_expired_hands_the_run_back_anyway(harness: Harness) -> None:
     assert len(h.models.requests) <= stored_turns(h) + cut
 
 
-@pytest.mark.parametrize("command_name", ["web", "worker"])
+@pytest.mark.parametrize("command_name", ["web", "worker", "worker with its port"])
 def test_sigterm_when_idle_exits_zero(harness: Harness, command_name: str) -> None:
     h = harness
     log = h.tmp / f"{command_name}.log"
-    svc = Service(h.env, log).start(command_name)
+    env = dict(h.env)
+    if command_name == "worker with its port":
+        command_name, env["DEBATE_BOT_WORKER_PORT"] = "worker", str(free_port())
+    svc = Service(env, log).start(command_name)
     h.wait_for(lambda: "service.ready" in log.read_text(), what="signal handlers")
     assert terminate(svc, timeout=10) == 0
 
