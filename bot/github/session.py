@@ -529,7 +529,9 @@ class GitHubSession:
         (their reads find the limit themselves, one refused request each)."""
         if self._write_slots is None or installation_id is None:
             return
-        until = datetime.fromtimestamp(self._wall() + wait_s, UTC)
+        # A millisecond over: the database keeps microseconds, and a hold rounded
+        # down would let a write out just before GitHub's wait is over.
+        until = datetime.fromtimestamp(self._wall() + wait_s + 0.001, UTC)
         try:
             await anyio.to_thread.run_sync(self._write_slots.hold_writes, installation_id, until)
         except StoreError as exc:  # this process still waits; the others find out
