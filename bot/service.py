@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import importlib.util
 import os
 import signal
@@ -98,8 +97,10 @@ def _limit_malloc_arenas(arenas: int = 2) -> None:
     if "MALLOC_ARENA_MAX" in os.environ:
         return
     try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
-    except (OSError, AttributeError, TypeError):  # no C library found, or not glibc
+        # The process's own symbols, libc's among them: find_library would run
+        # ldconfig in a subprocess at every start.
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # no mallopt: not glibc (macOS)
         return
     mallopt(_M_ARENA_MAX, arenas)
 

@@ -125,8 +125,9 @@ class RunRow:
 
 
 class WriteSlot(NamedTuple):
-    """A reserved GitHub write: how long to wait for it, and the installation's
-    next slot as this reservation left it (see ``extend_write_slot``)."""
+    """A GitHub write slot: how long to wait for it, and the installation's next
+    slot as the reservation left it (see ``extend_write_slot``), or as it stands
+    when the slot was too far away to take (``reserve_write``'s ``max_wait_s``)."""
 
     wait_s: float
     next_at: datetime
