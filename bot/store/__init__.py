@@ -5,6 +5,7 @@ migrations shipped in ``bot/store/migrations``.
 """
 
 from bot.store.codec import spec_from_json, spec_to_json
+from bot.store.facade import RunStore
 from bot.store.rows import (
     CommentKind,
     CommentRecord,
@@ -15,7 +16,6 @@ from bot.store.rows import (
     RunRow,
     RunState,
 )
-from bot.store.runs import RunStore
 from bot.store.schema import ACTIVE_RUN_STATES, RUN_STATES
 
 __all__ = [

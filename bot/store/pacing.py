@@ -1,25 +1,24 @@
 """GitHub write pacing shared by every process, per installation (PostgreSQL).
 
-A mixin of ``RunStore``. Each content-creating request first reserves a slot
-here, in one transaction that locks the installation's row, so however many
-workers run, an installation's writes stay at least ``interval_s`` apart and
-within GitHub's secondary limits (80 a minute, 500 an hour). Two token buckets
-hold the limits: a bucket of capacity C refilled at rate r lets through at most
-C + r·T writes in any window T, so half of each limit as capacity and half as
-refill keeps every window of a minute (or an hour) within the limit.
+An aggregate of ``RunStore`` on the shared base (bot/store/base.py). Each
+content-creating request first reserves a slot here, in one transaction that
+locks the installation's row, so however many workers run, an installation's
+writes stay at least ``interval_s`` apart and within GitHub's secondary limits
+(80 a minute, 500 an hour). Two token buckets hold the limits: a bucket of
+capacity C refilled at rate r lets through at most C + r·T writes in any window
+T, so half of each limit as capacity and half as refill keeps every window of a
+minute (or an hour) within the limit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Final
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
+from bot.store.base import StoreBase
 from bot.store.rows import WriteSlot
 from bot.store.schema import github_pacing
 
@@ -41,12 +40,7 @@ def _ready_at(tokens: float, at: datetime, bucket: tuple[float, float]) -> datet
     return at + timedelta(seconds=(1.0 - tokens) * period / capacity)
 
 
-class PacingQueries:
-    # Provided by RunStore.
-    _now: Callable[[], datetime]
-    _write: Callable[[str], AbstractContextManager[Connection]]
-    _insert: Callable[[sa.Table], postgresql.Insert | sqlite.Insert]
-
+class PacingQueries(StoreBase):
     def _pacing_row(self, conn: Connection, installation_id: int, now: datetime) -> None:
         """The installation's row, created with full buckets if it has none."""
         conn.execute(

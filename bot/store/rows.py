@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple, cast
 
 from bot.debate.types import DebateSpec
@@ -169,3 +170,31 @@ class CommentRecord(NamedTuple):
     comment_id: int
     kind: CommentKind
     body_sha256: str
+
+
+Cadence = Literal["weekly", "monthly"]
+PERIOD: dict[Cadence, timedelta] = {"weekly": timedelta(days=7), "monthly": timedelta(days=30)}
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    repo: str
+    installation_id: int
+    cadence: Cadence
+    scope: tuple[str, ...]  # folders; empty: the whole repository
+    next_due: datetime
+    last_issue: int | None
+    last_run: str | None
+
+    @classmethod
+    def from_mapping(cls, row: Mapping[Any, Any]) -> ScheduleRow:
+        scope = json.loads(row["scope"] or "[]")
+        return cls(
+            repo=row["repo"],
+            installation_id=row["installation_id"],
+            cadence=cast(Cadence, row["cadence"]),
+            scope=tuple(str(s) for s in scope) if isinstance(scope, list) else (),
+            next_due=row["next_due"],
+            last_issue=row["last_issue"],
+            last_run=row["last_run"],
+        )

@@ -1,7 +1,7 @@
 """Scheduled design reviews: which repositories asked for one, and when the next is due.
 
-A mixin of ``RunStore`` (bot/store/runs.py): the queries share its engine,
-clock and error handling. A due review is claimed like a run (a lease, one
+An aggregate of ``RunStore`` on the shared base (bot/store/base.py): the
+queries share its engine, clock and error handling. A due review is claimed like a run (a lease, one
 atomic UPDATE), so several workers never start the same one; the next due time
 is counted from when a review starts, so a service that was down catches up
 once, not once per missed period.
@@ -10,54 +10,18 @@ once, not once per missed period.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, Literal, cast
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
+from typing import Any, cast
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection
 
+from bot.store.base import StoreBase
+from bot.store.rows import PERIOD, Cadence, ScheduleRow
 from bot.store.schema import schedules
 
-Cadence = Literal["weekly", "monthly"]
-PERIOD: dict[Cadence, timedelta] = {"weekly": timedelta(days=7), "monthly": timedelta(days=30)}
 
-
-@dataclass(frozen=True)
-class ScheduleRow:
-    repo: str
-    installation_id: int
-    cadence: Cadence
-    scope: tuple[str, ...]  # folders; empty: the whole repository
-    next_due: datetime
-    last_issue: int | None
-    last_run: str | None
-
-    @classmethod
-    def from_mapping(cls, row: Mapping[Any, Any]) -> ScheduleRow:
-        scope = json.loads(row["scope"] or "[]")
-        return cls(
-            repo=row["repo"],
-            installation_id=row["installation_id"],
-            cadence=cast(Cadence, row["cadence"]),
-            scope=tuple(str(s) for s in scope) if isinstance(scope, list) else (),
-            next_due=row["next_due"],
-            last_issue=row["last_issue"],
-            last_run=row["last_run"],
-        )
-
-
-class ScheduleQueries:
-    # Provided by RunStore.
-    _now: Callable[[], datetime]
-    _write: Callable[[str], AbstractContextManager[Connection]]
-    _read: Callable[[str], AbstractContextManager[Connection]]
-    _insert: Callable[[sa.Table], postgresql.Insert | sqlite.Insert]
-    _claim_oldest: Callable[..., list[dict[str, Any]]]
-
+class ScheduleQueries(StoreBase):
     def set_schedule(
         self, repo: str, installation_id: int, cadence: Cadence, scope: Sequence[str]
     ) -> None:

@@ -24,8 +24,7 @@ from bot.debate.protocol import next_step
 from bot.debate.types import Finding, Outcome
 from bot.errors import BotError, ConfigError
 from bot.logs import get_logger
-from bot.store.rows import RunRow
-from bot.store.schedules import ScheduleRow
+from bot.store.rows import RunRow, ScheduleRow
 from bot.worker.context import Origin, Services, load_config
 from bot.worker.publish import Publisher, file_issue_once
 from bot.worker.repo_review import finding_key, review_repository

@@ -1,0 +1,126 @@
+"""The shared base of the store's aggregates: engine, clock, transactions, errors."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from bot.errors import StoreError
+from bot.store.engine import READ_ONLY
+
+Clock = Callable[[], datetime]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class StoreBase:
+    """What every aggregate's queries share: one engine, one clock, and
+    transactions whose database failures surface as :class:`StoreError`."""
+
+    def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
+        self.engine = engine
+        self._clock = clock or _utcnow
+        self._dialect = engine.dialect.name
+        # SQLite takes one writer at a time. Its busy handler waits by sleeping
+        # in growing steps (up to 100 ms), so threads of one process racing for
+        # the lock wait far longer than the writes take: queue them here instead.
+        # busy_timeout still covers other processes on the same file.
+        self._write_turn: AbstractContextManager[Any] = (
+            threading.RLock() if self._dialect == "sqlite" else nullcontext()
+        )
+
+    def _now(self) -> datetime:
+        now = self._clock()
+        if now.tzinfo is None:
+            raise StoreError("the store clock must return aware datetimes")
+        return now.astimezone(UTC)
+
+    @contextmanager
+    def _errors(self, op: str) -> Iterator[None]:
+        try:
+            yield
+        except StoreError:
+            raise
+        except SQLAlchemyError as exc:
+            # Class name only: driver messages can quote SQL parameters.
+            raise StoreError(f"{op} failed: {type(exc).__name__}") from exc
+
+    @contextmanager
+    def _write(self, op: str) -> Iterator[Connection]:
+        with self._errors(op), self._write_turn, self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self, op: str) -> Iterator[Connection]:
+        with self._errors(op), self.engine.connect() as conn:
+            conn.execution_options(**{READ_ONLY: True})
+            with conn.begin():
+                yield conn
+
+    def _insert(self, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
+        if self._dialect == "postgresql":
+            return postgresql.insert(table)
+        return sqlite.insert(table)
+
+    def _upsert(self, op: str, table: sa.Table, values: Mapping[str, Any]) -> None:
+        """Insert ``values``, or update every other column of the row with the same
+        primary key."""
+        (key,) = table.primary_key.columns
+        stmt = (
+            self._insert(table)
+            .values(**values)
+            .on_conflict_do_update(
+                index_elements=[key], set_={k: v for k, v in values.items() if k != key.name}
+            )
+        )
+        with self._write(op) as conn:
+            conn.execute(stmt)
+
+    def _claim_oldest(
+        self,
+        op: str,
+        table: sa.Table,
+        key: sa.Column[Any],
+        eligible: sa.ColumnElement[bool],
+        order: tuple[sa.Column[Any], ...],
+        *,
+        limit: int = 1,
+        **values: Any,
+    ) -> list[dict[str, Any]]:
+        """Lease the ``limit`` oldest eligible rows in ONE atomic statement, oldest
+        first: ``WITH picked AS MATERIALIZED (SELECT … FOR UPDATE SKIP LOCKED)
+        UPDATE … FROM picked RETURNING``. Concurrent workers on PostgreSQL skip
+        each other's rows; on SQLite the statement runs under the database write
+        lock (FOR UPDATE is not rendered there). Materialized, because PostgreSQL
+        may run a plain ``IN (subquery)`` more than once, and with SKIP LOCKED
+        each run can pick other rows: more than ``limit`` would be claimed.
+        A busy worker claims many at once: one transaction, not one per row."""
+        picked = (
+            sa.select(key)
+            .where(eligible)
+            .order_by(*order)
+            .limit(max(1, limit))
+            .with_for_update(skip_locked=True)
+            .cte("picked")
+            .prefix_with("MATERIALIZED")
+        )
+        stmt = (
+            sa.update(table)
+            .where(key == picked.c[key.name], eligible)
+            .values(**values)
+            .returning(*table.c)
+        )
+        with self._write(op) as conn:
+            rows = [dict(row) for row in conn.execute(stmt).mappings()]
+        # RETURNING keeps no order.
+        return sorted(rows, key=lambda row: tuple(row[c.name] for c in order))
