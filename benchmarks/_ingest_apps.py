@@ -16,6 +16,7 @@ from bot.config import Settings
 from bot.logs import configure_logging
 from bot.metrics import Metrics
 from bot.store import RunStore
+from bot.worker.triggers import build_router
 
 ROUTE = "/api/github/webhooks"
 SECRET_ENV = "BENCH_WEBHOOK_SECRET"
@@ -32,7 +33,7 @@ def real_app() -> FastAPI:
     store = RunStore.from_url(settings.database_url)  # migrated by the benchmark beforehand
     metrics = Metrics()
     metrics.watch_runs(store.counts_by_state)
-    return create_app(settings, store, metrics)
+    return create_app(settings, store, metrics, deliveries=build_router().delivery_filter())
 
 
 def bare_app() -> FastAPI:

@@ -30,7 +30,8 @@ from bot.metrics import Metrics
 from bot.store import RunStore
 from bot.worker.context import Origin, Services
 from bot.worker.pool import Worker
-from bot.worker.triggers import default_router
+from bot.worker.routes import Router
+from bot.worker.triggers import build_router
 
 log = get_logger(__name__)
 
@@ -110,9 +111,9 @@ def job_settings(base: Settings, job: Job) -> Settings:
 
 
 async def run_job(settings: Settings, job: Job) -> int:
-    routes = default_router()
+    routes = build_router()
     payload = {**job.payload, "installation": {"id": JOB_INSTALLATION}}
-    reason = routes.prefilter(job.event, payload)
+    reason = routes.delivery_filter().prefilter(job.event, payload)
     if reason is not None:
         log.info("action.nothing_to_do", reason=reason)
         return EXIT_DONE
@@ -137,16 +138,16 @@ async def run_job(settings: Settings, job: Job) -> int:
                 resume_comments=job.attempt > 1,
             )
             try:
-                return await _drain(svc, store, job)
+                return await _drain(svc, store, job, routes)
             finally:
                 await svc.router.aclose()
     finally:
         store.dispose()
 
 
-async def _drain(svc: Services, store: RunStore, job: Job) -> int:
+async def _drain(svc: Services, store: RunStore, job: Job, routes: Router) -> int:
     """The job's delivery, then every run it (or a finished run's queue) started."""
-    worker = Worker(svc, worker_id=WORKER_ID)
+    worker = Worker(svc, routes, worker_id=WORKER_ID)
     lease = svc.settings.lease_s
     while (row := store.claim_delivery(WORKER_ID, lease)) is not None:
         await worker.process_delivery(row)

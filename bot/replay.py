@@ -14,7 +14,7 @@ from bot.app.webhook import known_events, local_webhook_url
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.github.webhooks import SIGNATURE_HEADER, sign
-from bot.worker.triggers import default_router
+from bot.worker.triggers import build_router
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class ReplayResult:
 
 def read_payload(file: Path, event: str) -> bytes:
     """The file's exact bytes (GitHub signs the raw body), checked to be a JSON object."""
-    known = known_events(default_router())
+    known = known_events(build_router().delivery_filter())
     if event not in known:  # anything else is almost surely a typo
         raise ConfigError(f"unknown event {event!r}; one of: {', '.join(sorted(known))}")
     try:

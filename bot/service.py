@@ -28,8 +28,8 @@ from bot.metrics import Metrics, github_error_kind
 from bot.store import RunStore
 from bot.store.notify import listen_for_work
 from bot.worker.context import Services
-from bot.worker.pool import Worker
-from bot.worker.schedules import schedule_loop
+from bot.worker.pool import Worker, new_worker_id
+from bot.worker.triggers import build_router
 
 log = get_logger(__name__)
 
@@ -116,6 +116,7 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
         limiter.total_tokens, settings.worker_concurrency + settings.intake_concurrency
     )
     store = open_store(settings)
+    routes = build_router()  # once: the web route, the redeliverer and the worker share it
     metrics = Metrics()
     metrics.watch_runs(store.counts_by_state, store.run_health)
     wake = lambda: None  # noqa: E731
@@ -139,26 +140,35 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
     server: uvicorn.Server | None = None
     async with anyio.create_task_group() as tg:
         if svc is not None:
-            w = Worker(svc)
+            w = Worker(svc, routes)
             wake = w.wake
         await tg.start(_on_signals, stop, w)
         if w is not None:
             tg.start_soon(w.run)
             if store.engine.dialect.name == "postgresql":  # other processes queue work too
                 tg.start_soon(listen_for_work, settings.database_url, w.wake)
-            if settings.schedule_poll_s > 0:
-                tg.start_soon(schedule_loop, w.svc, w.id)
+            for loop in routes.loops:
+                tg.start_soon(loop, w.svc, w.id)
         if web:
             if settings.webhook_proxy_url:
                 log.info("proxy.enabled")  # the channel URL is a secret of sorts: not logged
                 tg.start_soon(
                     follow_channel, settings.webhook_proxy_url, local_webhook_url(settings)
                 )
-            app = create_app(settings, store, metrics, wake=wake)
+            deliveries = routes.delivery_filter()
+            app = create_app(settings, store, metrics, deliveries=deliveries, wake=wake)
             web_server = server = _http_server(app, settings.host, settings.port)
             gateway = svc.gateway if svc is not None else None
+            owner = w.id if w is not None else new_worker_id()
             tg.start_soon(
-                redeliver_forever, settings, store, metrics, gateway, lambda: web_server.started
+                redeliver_forever,
+                settings,
+                store,
+                deliveries,
+                owner,
+                metrics,
+                gateway,
+                lambda: web_server.started,
             )
             log.info("web.listening", host=settings.host, port=settings.port)
             tg.start_soon(_serve_web, server, stop)

@@ -20,6 +20,7 @@ from bot.app.webhook import WEBHOOK_PATH
 from bot.config import Settings
 from bot.metrics import Metrics
 from bot.store import RunStore
+from bot.worker.triggers import build_router
 from tests.harness.deploy import cli_commands, settings_env_names
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,7 +171,11 @@ async def test_healthcheck_paths_are_served(tmp_path: Path) -> None:
     store = RunStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}")
     store.migrate()
     try:
-        transport = httpx.ASGITransport(app=create_app(Settings(), store, Metrics()))
+        transport = httpx.ASGITransport(
+            app=create_app(
+                Settings(), store, Metrics(), deliveries=build_router().delivery_filter()
+            )
+        )
         async with httpx.AsyncClient(transport=transport, base_url="http://bot") as client:
             for where, path in paths:
                 assert (await client.get(path)).status_code == 200, f"{where}: GET {path}"

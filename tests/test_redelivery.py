@@ -22,7 +22,7 @@ from bot.config import Settings
 from bot.github.gateway import GitHubGateway
 from bot.metrics import Metrics
 from bot.store import RunStore
-from bot.worker.triggers import default_router
+from bot.worker.triggers import build_router
 from tests.fakes.github_server import FakeGitHub, HookDelivery
 from tests.harness.scenarios import bot_markers, command, delivery_states, runs, seed_issue
 from tests.harness.service import APP_ID, SECRET, Harness
@@ -77,7 +77,10 @@ async def make(fake: FakeGitHub, app_keys: tuple[str, str]) -> AsyncIterator[Mak
         s = settings(fake, app_keys[0], **overrides)
         gateway = GitHubGateway(s)
         gateways.append(gateway)
-        return Redeliverer(gateway, store, s, metrics=Metrics())
+        deliveries = build_router().delivery_filter()
+        return Redeliverer(
+            gateway, store, s, deliveries=deliveries, owner="test:1", metrics=Metrics()
+        )
 
     yield build
     for gateway in gateways:
@@ -107,9 +110,10 @@ def guids_asked(fake: FakeGitHub) -> list[str]:
 
 def test_the_router_takes_comments_not_pings() -> None:
     """The premise of the filter below: only events a handler takes are worth asking."""
-    assert default_router().accepts("issue_comment", "created")
-    assert not default_router().accepts("ping", None)
-    assert not default_router().accepts("star", "created")
+    deliveries = build_router().delivery_filter()
+    assert deliveries.accepts("issue_comment", "created")
+    assert not deliveries.accepts("ping", None)
+    assert not deliveries.accepts("star", "created")
 
 
 async def test_a_pass_asks_once_for_each_failed_event_it_never_received(

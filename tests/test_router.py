@@ -28,7 +28,7 @@ from bot.store.trigger import QueuedComments, QueuedPlans, Trigger
 from bot.worker.context import Services
 from bot.worker.respond import Responder
 from bot.worker.routes import Router
-from bot.worker.triggers import build_router, default_router
+from bot.worker.triggers import build_router
 from tests.fakes.github_server import FakeGitHub
 from tests.harness.engine import spec_for
 from tests.harness.service import APP_ID, INSTALLATION, REPO, delivery, rsa_keypair
@@ -40,10 +40,10 @@ SECRET = "router-secret-" + uuid.uuid4().hex
 
 
 def test_the_default_table() -> None:
-    r = default_router()
+    r = build_router().delivery_filter()
     accepted = {
         (event, action)
-        for event in r.events
+        for event in r.event_names
         for action in (
             *("created", "labeled", "opened", "synchronize", "edited", "closed"),
             *("deleted", "suspend", "unsuspend", "added", "removed"),
@@ -108,7 +108,10 @@ def test_the_webhook_route_stores_what_the_router_accepts(store: RunStore) -> No
     only_opened = Router()
     only_opened.on_event(IssuesEvent, ("opened",), _done)
     app = create_app(
-        Settings(webhook_secret=SecretStr(SECRET)), store, Metrics(), routes=only_opened
+        Settings(webhook_secret=SecretStr(SECRET)),
+        store,
+        Metrics(),
+        deliveries=only_opened.delivery_filter(),
     )
 
     async def scenario() -> list[httpx.Response]:

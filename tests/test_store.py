@@ -580,7 +580,7 @@ def test_release_validation_and_hand_back(store):
     with pytest.raises(StoreError):
         store.release_run(run.id, "w1", "running")
     with pytest.raises(TypeError, match="lease_owner"):
-        store.release_run(run.id, "w1", "done", lease_owner="x")  # type: ignore[call-arg]
+        store.release_run(run.id, "w1", "done", lease_owner="x")
     with pytest.raises(StoreError, match="hand-back"):
         store.release_run(run.id, "w1", "failed", handed_back=True)
     # A drained worker hands it back: counted as a claim, not as a crash.

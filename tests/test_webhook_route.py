@@ -20,6 +20,7 @@ from bot.config import Settings
 from bot.github.webhooks import sign
 from bot.metrics import Metrics
 from bot.store import RunStore
+from bot.worker.triggers import build_router
 from tests.harness.service import delivery
 
 SECRET = "route-secret-" + uuid.uuid4().hex
@@ -42,7 +43,9 @@ def route(tmp_path: Path) -> Iterator[tuple[str, RunStore]]:
     store = RunStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}")
     store.migrate()
     settings = Settings(webhook_secret=SecretStr(SECRET), max_webhook_bytes=64 * 1024)
-    server, thread, url = serve(create_app(settings, store, Metrics()))
+    server, thread, url = serve(
+        create_app(settings, store, Metrics(), deliveries=build_router().delivery_filter())
+    )
     yield url, store
     server.should_exit = True
     thread.join(timeout=10)
@@ -136,7 +139,9 @@ def test_rejected_headers_cannot_grow_metrics(route) -> None:
 def test_no_secret_refuses_webhooks_but_serves_health(tmp_path: Path) -> None:
     store = RunStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}")
     store.migrate()
-    server, thread, url = serve(create_app(Settings(), store, Metrics()))
+    server, thread, url = serve(
+        create_app(Settings(), store, Metrics(), deliveries=build_router().delivery_filter())
+    )
     try:
         r = post(url, "issue_comment", command_payload())
         assert r.status_code == 503 and "DEBATE_BOT_WEBHOOK_SECRET" in r.json()["reason"]

@@ -10,13 +10,12 @@ import anyio
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
+from bot.app.filter import DeliveryFilter
 from bot.app.ingest import DeliveryWriter
 from bot.app.webhook import WEBHOOK_PATH, webhook_endpoint
 from bot.config import Settings
 from bot.metrics import Metrics
 from bot.store import RunStore
-from bot.worker.routes import Router
-from bot.worker.triggers import default_router
 
 
 def settle_gc() -> None:
@@ -63,16 +62,16 @@ def create_app(
     store: RunStore,
     metrics: Metrics,
     *,
+    deliveries: DeliveryFilter,
     wake: Callable[[], None] = lambda: None,
-    routes: Router | None = None,
 ) -> FastAPI:
-    """``wake`` nudges an in-process worker when a delivery was queued; ``routes``
-    (default: every trigger the bot has) says which deliveries are worth storing."""
+    """``deliveries`` (the trigger table's filter) says which deliveries are worth
+    storing; ``wake`` nudges an in-process worker when one was queued."""
     app = FastAPI(title="debate-bot", docs_url=None, redoc_url=None, openapi_url=None)
     writer = DeliveryWriter(store)
     app.add_route(
         WEBHOOK_PATH,
-        webhook_endpoint(settings, writer, metrics, wake, routes or default_router()),
+        webhook_endpoint(settings, writer, metrics, wake, deliveries),
         methods=["POST"],
     )
 

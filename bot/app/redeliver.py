@@ -29,15 +29,13 @@ from typing import Any
 
 import anyio
 
+from bot.app.filter import DeliveryFilter
 from bot.config import Settings
 from bot.errors import ConfigError, GitHubError
 from bot.github.gateway import GitHubGateway
 from bot.logs import get_logger
 from bot.metrics import Metrics
 from bot.store import RunStore
-from bot.worker.pool import new_worker_id
-from bot.worker.routes import Router
-from bot.worker.triggers import default_router
 
 log = get_logger(__name__)
 
@@ -115,9 +113,9 @@ class Redeliverer:
         store: RunStore,
         settings: Settings,
         *,
+        deliveries: DeliveryFilter,
+        owner: str,
         metrics: Metrics | None = None,
-        routes: Router | None = None,
-        owner: str | None = None,
         clock: Clock = _utcnow,
     ) -> None:
         self.gateway = gateway
@@ -126,8 +124,8 @@ class Redeliverer:
         self.window = timedelta(seconds=settings.redeliver_window_s)
         self.max_per_pass = settings.redeliver_max_per_pass
         self.metrics = metrics
-        self.routes = routes or default_router()
-        self.owner = owner or new_worker_id()
+        self.deliveries = deliveries
+        self.owner = owner
         self._clock = clock
 
     async def _list(self, stop_at: datetime) -> tuple[list[Attempt], bool]:
@@ -154,7 +152,8 @@ class Redeliverer:
         return {
             guid: tries
             for guid, tries in by_guid.items()
-            if not any(a.ok for a in tries) and self.routes.accepts(tries[0].event, tries[0].action)
+            if not any(a.ok for a in tries)
+            and self.deliveries.accepts(tries[0].event, tries[0].action)
         }
 
     async def run_pass(self) -> PassResult:
@@ -235,6 +234,8 @@ class Redeliverer:
 async def redeliver_forever(
     settings: Settings,
     store: RunStore,
+    deliveries: DeliveryFilter,
+    owner: str,
     metrics: Metrics | None = None,
     gateway: GitHubGateway | None = None,
     listening: Callable[[], bool] = lambda: True,
@@ -255,7 +256,9 @@ async def redeliver_forever(
             log.warning("redeliver.disabled", reason=exc.public)
             return
     try:
-        await Redeliverer(gateway, store, settings, metrics=metrics).run_forever()
+        await Redeliverer(
+            gateway, store, settings, deliveries=deliveries, owner=owner, metrics=metrics
+        ).run_forever()
     finally:
         if owned is not None:
             with anyio.CancelScope(shield=True):

@@ -13,6 +13,7 @@ import orjson
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
+from bot.app.filter import DeliveryFilter
 from bot.app.ingest import DeliveryWriter
 from bot.config import Settings
 from bot.errors import StoreError, WebhookError
@@ -20,7 +21,6 @@ from bot.github.webhooks import verify_signature
 from bot.logs import get_logger
 from bot.metrics import Metrics
 from bot.store import NewDelivery
-from bot.worker.routes import Router
 
 log = get_logger(__name__)
 
@@ -36,8 +36,8 @@ def local_webhook_url(settings: Settings) -> str:
     return f"http://{'127.0.0.1' if wildcard else settings.host}:{settings.port}{WEBHOOK_PATH}"
 
 
-def known_events(routes: Router) -> frozenset[str]:
-    return routes.events | APP_EVENTS
+def known_events(deliveries: DeliveryFilter) -> frozenset[str]:
+    return deliveries.event_names | APP_EVENTS
 
 
 # The two answers of the hot path, encoded once.
@@ -74,11 +74,11 @@ def webhook_endpoint(
     writer: DeliveryWriter,
     metrics: Metrics,
     wake: Callable[[], None],
-    routes: Router,
+    deliveries: DeliveryFilter,
 ) -> Callable[[Request], Awaitable[Response]]:
     """A plain ASGI endpoint: it takes no parameters FastAPI would need to solve,
     and this is the one route whose per-request cost matters."""
-    known = known_events(routes)
+    known = known_events(deliveries)
 
     def event_label(event: str) -> str:
         """A bounded metric label: the header of a rejected request is anyone's text."""
@@ -107,9 +107,9 @@ def webhook_endpoint(
                 raise WebhookError("body is not valid UTF-8 JSON") from exc
             if not isinstance(payload, dict):
                 raise WebhookError("body is not a JSON object")
-            reason = routes.prefilter(event, payload)
+            reason = deliveries.prefilter(event, payload)
             if reason is None:
-                required = routes.required_objects(event)
+                required = deliveries.required_objects(event)
                 missing = [k for k in required if not isinstance(payload.get(k), dict)]
                 if missing:
                     raise WebhookError(f"{event} payload lacks {', '.join(missing)}")

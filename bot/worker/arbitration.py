@@ -37,7 +37,7 @@ from bot.commands.parser import Command
 from bot.commands.plan import cap_subject
 from bot.config import RepoConfig
 from bot.debate.types import ArbitrationContext
-from bot.errors import ConfigError, GitHubError, TransientGitHubError
+from bot.errors import BotError, ConfigError, GitHubError, TransientGitHubError
 from bot.github.gateway import InstallationClient
 from bot.github.markers import parse_marker
 from bot.logs import get_logger
@@ -45,7 +45,7 @@ from bot.store.rows import RunRow
 from bot.store.trigger import CommandFields, QueuedComments
 from bot.worker.context import Origin, load_config
 from bot.worker.respond import Responder, TriggerExtras
-from bot.worker.routes import Router
+from bot.worker.routes import Finished, Router
 from bot.worker.specs import Subject
 
 log = get_logger(__name__)
@@ -496,9 +496,28 @@ async def continue_bots(r: Responder, gh: InstallationClient, run: RunRow) -> No
         return
 
 
+async def verdict_actions(done: Finished) -> None:
+    """After an arbitration's verdict: resolve the thread on DISMISSED, label the
+    PR on CONFIRMED, as the trigger asked. A failure is logged: the run is done."""
+    run, outcome = done.run, done.outcome
+    if outcome.kind != "arbitration":
+        return
+    opts = run.trigger.arbitration
+    thread_comment = run.trigger.review_thread
+    try:
+        if outcome.verdict == "DISMISSED" and opts.resolve_on_dismissed and thread_comment:
+            await done.gh.resolve_review_thread(run.repo, run.issue_number, thread_comment)
+        label = opts.label_on_confirmed
+        if outcome.verdict == "CONFIRMED" and label:
+            await done.gh.add_labels(run.repo, run.issue_number, [label])
+    except BotError as exc:
+        log.warning("arbitration.action_failed", run=run.id, error=exc.code)
+
+
 def register(router: Router) -> None:
     router.on_command("arbitrate", arbitrate, in_review_thread=True)
     router.on_queued("arbitrate_bots", continue_bots)
+    router.on_finish(verdict_actions)
 
 
 __all__ = [

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from bot.debate.types import Outcome
@@ -14,9 +14,7 @@ from bot.logs import get_logger
 from bot.store.rows import RunRow
 from bot.worker.context import Services
 from bot.worker.publish import Publisher, file_issue_once
-from bot.worker.repo_review import file_findings
-from bot.worker.reviews import open_revision_pr
-from bot.worker.schedules import compare_findings
+from bot.worker.routes import FinishAction, Finished
 
 log = get_logger(__name__)
 
@@ -32,6 +30,8 @@ class Finisher:
     publisher: Publisher
     # Starts the work queued behind this run (the router's continue_queue).
     continue_queue: Callable[[InstallationClient, RunRow], Awaitable[None]]
+    # The features' end-of-run actions (the router's finish_actions), in order.
+    actions: Sequence[FinishAction] = ()
 
     async def finish(self, outcome: Outcome, usage: tuple[int, float], worker_id: str) -> None:
         tokens, cost = usage
@@ -69,15 +69,9 @@ class Finisher:
             await self.publisher.upsert("verdict", outcome.body)
         else:
             await self.publisher.upsert("verdict", outcome.body)
-        if outcome.kind == "arbitration":
-            await self._arbitration_actions(outcome)
-        review = self.run.trigger.review
-        if outcome.kind == "critique" and review is not None and review.open_pr:
-            await open_revision_pr(self.svc, self.gh, self.run, self.publisher)
-        if outcome.kind == "critique" and review is not None and review.file_issues:
-            await file_findings(self.gh, self.run, outcome.findings, self.publisher)
-        if outcome.kind == "critique" and self.run.trigger.previous_review:
-            await compare_findings(self.svc, self.run, outcome.findings, self.publisher)
+        finished = Finished(self.svc, self.gh, self.run, self.publisher, outcome)
+        for action in self.actions:
+            await action(finished)
         await self._close(ok=True)
         await self.svc.db(
             self.svc.store.release_run,
@@ -157,20 +151,6 @@ class Finisher:
             store.record_comment, self.run.id, PROPOSAL_ISSUE, number, "issue", digest
         )
         return number
-
-    async def _arbitration_actions(self, outcome: Outcome) -> None:
-        opts = self.run.trigger.arbitration
-        thread_comment = self.run.trigger.review_thread
-        try:
-            if outcome.verdict == "DISMISSED" and opts.resolve_on_dismissed and thread_comment:
-                await self.gh.resolve_review_thread(
-                    self.run.repo, self.run.issue_number, thread_comment
-                )
-            label = opts.label_on_confirmed
-            if outcome.verdict == "CONFIRMED" and label:
-                await self.gh.add_labels(self.run.repo, self.run.issue_number, [label])
-        except BotError as exc:
-            log.warning("arbitration.action_failed", run=self.run.id, error=exc.code)
 
     async def _react(self, content: str) -> None:
         trigger = self.run.trigger

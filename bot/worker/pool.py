@@ -27,7 +27,6 @@ from bot.worker.finish import Finisher
 from bot.worker.publish import Publisher, Thread
 from bot.worker.respond import Responder
 from bot.worker.routes import Router
-from bot.worker.triggers import default_router
 
 log = get_logger(__name__)
 
@@ -63,11 +62,9 @@ def new_worker_id() -> str:
 
 
 class Worker:
-    def __init__(
-        self, svc: Services, *, worker_id: str | None = None, routes: Router | None = None
-    ) -> None:
+    def __init__(self, svc: Services, routes: Router, *, worker_id: str | None = None) -> None:
         self.svc = svc
-        self.routes = routes or default_router()
+        self.routes = routes
         self.id = worker_id or new_worker_id()
         self.respond = Responder(svc)
         self._wake = anyio.Event()
@@ -328,7 +325,9 @@ class Worker:
         publisher = Publisher(
             gh, self.svc.store, run.id, thread, resumed=run.attempts > 1 or self.svc.resume_comments
         )
-        return Finisher(self.svc, gh, run, publisher, self._continue_queue)
+        return Finisher(
+            self.svc, gh, run, publisher, self._continue_queue, self.routes.finish_actions
+        )
 
     async def _continue_queue(self, gh: InstallationClient, run: RunRow) -> None:
         await self.routes.continue_queue(self.respond, gh, run)

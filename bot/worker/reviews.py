@@ -43,9 +43,9 @@ from bot.store.rows import DeliveryRow, RunRow
 from bot.store.trigger import QueuedPlans, ReviewedPlan, RevisionTarget
 from bot.worker.context import Origin, Services, load_config
 from bot.worker.publish import Publisher
-from bot.worker.repo_review import is_repository_scope, review_repository
+from bot.worker.repo_review import file_findings, is_repository_scope, review_repository
 from bot.worker.respond import Responder, TriggerExtras
-from bot.worker.routes import Router
+from bot.worker.routes import Finished, Router
 from bot.worker.specs import Overrides, Subject
 
 log = get_logger(__name__)
@@ -488,6 +488,19 @@ def register(router: Router) -> None:
     router.on_event(PullRequestEvent, ("opened", "synchronize", "labeled"), auto_review)
     router.on_command("review", start_review)
     router.on_queued("design_review", continue_auto)
+    router.on_finish(critique_actions)
+
+
+async def critique_actions(done: Finished) -> None:
+    """After a critique: open the revised plan's PR (`--open-pr`), file the agreed
+    findings as issues (`--file-issues`)."""
+    review = done.run.trigger.review
+    if done.outcome.kind != "critique" or review is None:
+        return
+    if review.open_pr:
+        await open_revision_pr(done.svc, done.gh, done.run, done.publisher)
+    if review.file_issues:
+        await file_findings(done.gh, done.run, done.outcome.findings, done.publisher)
 
 
 __all__ = [

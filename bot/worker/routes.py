@@ -1,25 +1,31 @@
 """The one table of what the bot acts on: deliveries, commands and queued work.
 
-Each feature module registers its triggers (``register(router)``), composed in
-bot/worker/triggers.py; adding a trigger is one registration. The webhook route
-asks the router which deliveries are worth storing, the worker asks it what to
-run for a stored delivery, a command, or the work queued behind a finished run.
+Each feature module registers everything it has in one place
+(``register(router)``, composed in bot/worker/triggers.py): its triggers, its
+end-of-run actions and its periodic loops; adding one is one registration. The
+webhook route gets the router's ``DeliveryFilter`` (data) to judge which
+deliveries are worth storing; the worker asks the router what to run for a
+stored delivery, a command, the work queued behind a finished run, and what to
+do once a run has ended.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar, get_args
 
+from bot.app.filter import DeliveryFilter, EventTriggers
 from bot.commands.parser import Action, Command
 from bot.config import RepoConfig
+from bot.debate.types import Outcome
 from bot.errors import ProtocolError
 from bot.github.events import WebhookEvent, parse_payload
 from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, RunRow
-from bot.worker.context import Origin
+from bot.worker.context import Origin, Services
+from bot.worker.publish import Publisher
 from bot.worker.respond import Responder
 
 log = get_logger(__name__)
@@ -36,6 +42,24 @@ CommandHandler = Callable[
     [Responder, InstallationClient, Origin, RepoConfig, Command], Awaitable[str]
 ]
 QueueHandler = Callable[[Responder, InstallationClient, RunRow], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A run whose final comment is posted: what a feature's end-of-run action reads."""
+
+    svc: Services
+    gh: InstallationClient
+    run: RunRow
+    publisher: Publisher
+    outcome: Outcome
+
+
+# A feature's end-of-run action (resolve a thread, open a PR, file findings),
+# run in registration order after the final comment; it handles its own failures.
+FinishAction = Callable[[Finished], Awaitable[None]]
+# A feature's periodic loop, run by every worker process for its life: (services, worker id).
+Loop = Callable[[Services, str], Coroutine[Any, Any, None]]
 
 
 @dataclass(frozen=True)
@@ -61,6 +85,8 @@ class Router:
         self._events: dict[str, list[EventRoute]] = {}
         self._commands: dict[str, CommandRoute] = {}
         self._queued: dict[str, QueueHandler] = {}
+        self._finish: list[FinishAction] = []
+        self._loops: list[Loop] = []
 
     # -- registration -------------------------------------------------------------
 
@@ -105,6 +131,20 @@ class Router:
     def on_queued(self, kind: str, handler: QueueHandler) -> None:
         self._queued[kind] = handler
 
+    def on_finish(self, action: FinishAction) -> None:
+        self._finish.append(action)
+
+    def every(self, loop: Loop) -> None:
+        self._loops.append(loop)
+
+    @property
+    def finish_actions(self) -> tuple[FinishAction, ...]:
+        return tuple(self._finish)
+
+    @property
+    def loops(self) -> tuple[Loop, ...]:
+        return tuple(self._loops)
+
     def check_complete(self) -> None:
         """Every action the parser can produce has a handler (checked once, at start)."""
         missing = set(get_args(Action)) - set(self._commands)
@@ -113,38 +153,20 @@ class Router:
 
     # -- asked by the webhook route -----------------------------------------------
 
-    @property
-    def events(self) -> frozenset[str]:
-        return frozenset(self._events)
-
-    def accepts(self, event: str, action: object) -> bool:
-        return any(action in route.actions for route in self._events.get(event, ()))
-
-    def required_objects(self, event: str) -> tuple[str, ...]:
-        """The payload objects the event's handlers read: without them it is malformed."""
-        names: dict[str, None] = {}
-        for route in self._events.get(event, ()):
-            names.update(dict.fromkeys(route.model.required_objects()))
-        return tuple(names)
-
-    def command_in(self, event: str) -> str | None:
-        return next((r.command_in for r in self._events.get(event, ()) if r.command_in), None)
-
-    def prefilter(self, event: str, payload: dict[str, Any]) -> str | None:
-        """Why a delivery needs no work, judged from fields that don't depend on repo
-        config (None: store it). Defensive about types: nothing is validated yet."""
-        if not self.accepts(event, payload.get("action")):
-            return "event"
-        if _obj(payload, "sender").get("type") == "Bot":
-            return "bot sender"
-        if (holder := self.command_in(event)) is not None:
-            body = _obj(payload, holder).get("body")
-            if not isinstance(body, str) or not body.lstrip().startswith("/"):
-                return "not a command"
-        installation = _obj(payload, "installation").get("id")
-        if not isinstance(installation, int) or isinstance(installation, bool):
-            return "no installation"
-        return None
+    def delivery_filter(self) -> DeliveryFilter:
+        """What the webhook route, the redeliverer and Action mode need to know of
+        these triggers, as data: no handler travels with it."""
+        events = {}
+        for name, routes in self._events.items():
+            required: dict[str, None] = {}
+            for route in routes:
+                required.update(dict.fromkeys(route.model.required_objects()))
+            events[name] = EventTriggers(
+                actions=frozenset().union(*(route.actions for route in routes)),
+                required_objects=tuple(required),
+                command_in=next((r.command_in for r in routes if r.command_in), None),
+            )
+        return DeliveryFilter(events)
 
     # -- run by the worker --------------------------------------------------------
 
@@ -222,8 +244,3 @@ def _with_client(handler: EventHandler) -> Handle:
         return await handler(r, gh, event, row)
 
     return handle
-
-
-def _obj(payload: dict[str, Any], key: str) -> dict[str, Any]:
-    value = payload.get(key)
-    return value if isinstance(value, dict) else {}

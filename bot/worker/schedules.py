@@ -1,12 +1,12 @@
 """Scheduled design reviews: `design_review: {schedule: weekly | monthly, scope: ...}`.
 
-Two passes, run by every worker process (bot/service.py) every
+Two passes, run by every worker process (a loop registered with the router) every
 ``schedule_poll_s``: discovery reads each installed repository's config and
 records the ones that ask for a schedule (a repository without the key is never
 reviewed on a schedule); then each due review is claimed through the database
 (one worker starts it), filed as an issue "Design review YYYY-MM-DD" linking the
 previous one, and reviewed there like `/debate review` with the usual quotas.
-When it ends, the finisher compares its findings with the previous review's
+When it ends, an end-of-run action compares its findings with the previous review's
 (``compare_findings``): fixed, still open, new.
 """
 
@@ -29,6 +29,7 @@ from bot.worker.context import Origin, Services, load_config
 from bot.worker.publish import Publisher, file_issue_once
 from bot.worker.repo_review import finding_key, review_repository
 from bot.worker.respond import Responder
+from bot.worker.routes import Finished, Router
 
 log = get_logger(__name__)
 
@@ -125,7 +126,10 @@ async def _start(r: Responder, row: ScheduleRow) -> tuple[int | None, str | None
 
 async def schedule_loop(svc: Services, worker_id: str) -> None:
     """Due reviews every ``schedule_poll_s``, discovery every ``schedule_discovery_s``
-    (and at start); a failed pass is logged and the next one tries again."""
+    (and at start); a failed pass is logged and the next one tries again. A
+    ``schedule_poll_s`` of 0 turns scheduled reviews off."""
+    if svc.settings.schedule_poll_s <= 0:
+        return
     respond = Responder(svc)
     discovered_at: float | None = None
     while True:
@@ -140,7 +144,17 @@ async def schedule_loop(svc: Services, worker_id: str) -> None:
         await anyio.sleep(svc.settings.schedule_poll_s)
 
 
+def register(router: Router) -> None:
+    router.every(schedule_loop)
+    router.on_finish(compare_with_previous)
+
+
 # --- what changed since the previous review --------------------------------------
+
+
+async def compare_with_previous(done: Finished) -> None:
+    if done.outcome.kind == "critique" and done.run.trigger.previous_review:
+        await compare_findings(done.svc, done.run, done.outcome.findings, done.publisher)
 
 
 async def findings_of(svc: Services, run: RunRow) -> tuple[Finding, ...]:

@@ -1,4 +1,5 @@
-"""Every trigger the bot has: the feature modules registered with one router.
+"""Every trigger, end-of-run action and loop the bot has: the feature modules
+registered with one router, built once per process by its wiring.
 
 Order matters where two features answer the same event and action: a handler
 returning None passes the delivery to the next one. Design reviews come first,
@@ -8,22 +9,16 @@ instead of debated.
 
 from __future__ import annotations
 
-from functools import cache
-
-from bot.worker import arbitration, debates, installations, reviews
+from bot.worker import arbitration, debates, installations, reviews, schedules
 from bot.worker.routes import Router
 
 
 def build_router() -> Router:
     router = Router()
     reviews.register(router)
+    schedules.register(router)
     debates.register(router)
     arbitration.register(router)
     installations.register(router)
     router.check_complete()
     return router
-
-
-@cache
-def default_router() -> Router:
-    return build_router()
