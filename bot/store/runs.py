@@ -28,7 +28,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from bot.debate.types import DebateSpec, DropClass, Phase, Turn, TurnKey, TurnStatus, Usage
 from bot.errors import ActiveRunExists, QuotaSpent, RunNotFound, StoreError
 from bot.store.codec import spec_from_json, spec_to_json, to_json
-from bot.store.engine import READ_ONLY, create_engine
+from bot.store.engine import READ_ONLY, create_engine, store_failure
 from bot.store.notify import notify_work
 from bot.store.pacing import PacingQueries
 from bot.store.rows import (
@@ -120,8 +120,7 @@ class RunStore(ScheduleQueries, PacingQueries):
         except StoreError:
             raise
         except SQLAlchemyError as exc:
-            # Class name only: driver messages can quote SQL parameters.
-            raise StoreError(f"{op} failed: {type(exc).__name__}") from exc
+            raise store_failure(op, exc) from exc
 
     @contextmanager
     def _write(self, op: str) -> Iterator[Connection]:
