@@ -1,41 +1,51 @@
 """The engine's import rule (bot/debate/ruff.toml) fires, and the engine obeys it.
 
+The rule is an allow-list: the standard library, `bot.debate` and `bot.errors`.
+Ruff can only ban, so the file bans every other `bot` module and every runtime
+dependency, and a test here fails when one is missing from it.
+
 Ruff picks the closest config per file, so checking a probe named as if it lived
 in bot/debate from the repository root is what `ruff check .` does in CI.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import tomllib
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.harness.import_rules import (
+    ROOT,
+    allowed,
+    banned,
+    bot_modules,
+    imports_of,
+    runtime_modules,
+)
+from tests.harness.import_rules import ruff as _ruff
+from tests.harness.import_rules import tid251 as _tid251
+
 RULES = ROOT / "bot" / "debate" / "ruff.toml"
+ALLOWED = ("bot.debate", "bot.errors")
 
 
 def _banned() -> list[str]:
-    config = tomllib.loads(RULES.read_text())
-    return sorted(config["lint"]["flake8-tidy-imports"]["banned-api"])
+    return banned(RULES)
 
 
-def _ruff(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--output-format", "json", *args],
-        cwd=ROOT,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def test_the_rule_is_an_allow_list() -> None:
+    """Every project module and runtime dependency outside the allow-list is
+    banned (a new module must be added to bot/debate/ruff.toml), and nothing
+    allowed is."""
+    rules = set(_banned())
+    assert bot_modules() - set(ALLOWED) <= rules
+    assert runtime_modules() <= rules
+    assert not rules & set(ALLOWED)
+    assert {"bot.action", "bot.brief"} <= rules  # the two the old deny-list had missed
 
 
-def _tid251(proc: subprocess.CompletedProcess[str]) -> list[str]:
-    return [d["message"] for d in json.loads(proc.stdout) if d["code"] == "TID251"]
+def test_the_engine_imports_only_what_it_is_allowed() -> None:
+    for path, names in imports_of(ROOT / "bot" / "debate").items():
+        outside = sorted(n for n in names if not allowed(n, ALLOWED))
+        assert not outside, (path, outside)
 
 
 def test_the_rule_bans_settings_io_libraries_and_adapters() -> None:
