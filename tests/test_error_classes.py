@@ -82,7 +82,7 @@ def test_an_undecodable_spec_fails_the_run_at_its_first_claim(
         conn.execute(
             runs.update().where(runs.c.id == run.id).values(spec=json.dumps({"mode": "nope"}))
         )
-    settings = Settings(_env_file=None, app_id=APP_ID, private_key=SecretStr(app_keys[0]))  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, app_id=APP_ID, private_key=SecretStr(app_keys[0]))
     worker = Worker(
         Services(settings, store, GitHubGateway(settings), ModelRouter(settings), Metrics()),
         worker_id="w1",

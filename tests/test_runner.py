@@ -27,7 +27,7 @@ from bot.debate.types import (
 from bot.errors import ProtocolError, StoreError, TargetGone, TransientGitHubError
 from bot.llm.router import ModelRouter
 from bot.local.dry_run import Placeholders
-from bot.runner import NoHooks, execute
+from bot.runner import Collect, NoHooks, execute
 from tests.fakes.model_server import FakeModelServer
 
 MODEL = "scripted/rehearsal"
@@ -94,7 +94,7 @@ def test_a_run_goes_from_spec_to_outcome_and_every_turn_reaches_the_hooks_first(
 
 
 def test_a_resumed_run_pays_for_no_turn_twice() -> None:
-    whole = Recorder()
+    whole = Collect()
     first = _run(SPEC, (), Counting(), whole)
     stored = whole.turns[: len(whole.turns) // 2]
     models = Counting()
@@ -183,7 +183,7 @@ def test_end_to_end_through_the_model_router() -> None:
     key = "test-openai-" + secrets.token_hex(8)
     with FakeModelServer(openai_api_key=key) as fake:
         settings = Settings(
-            _env_file=None,  # type: ignore[call-arg]
+            _env_file=None,
             openai_api_key=SecretStr(key),
             openai_base_url=fake.openai_base_url,
         )

@@ -5,6 +5,6 @@ differs between the worker, Action mode, the local CLI and eval is passed in
 as ``Hooks`` and a ``Completer`` (docs/architecture.md, "The run layer").
 """
 
-from bot.runner.execute import Completer, Hooks, NoHooks, execute
+from bot.runner.execute import Collect, Completer, Hooks, NoHooks, execute
 
-__all__ = ["Completer", "Hooks", "NoHooks", "execute"]
+__all__ = ["Collect", "Completer", "Hooks", "NoHooks", "execute"]

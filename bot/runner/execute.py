@@ -55,6 +55,17 @@ class NoHooks:
         return None
 
 
+class Collect(NoHooks):
+    """Hooks that keep every turn in the order it finished (eval, tests): the
+    run's turns beside its outcome, with nothing stored or printed."""
+
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+
+    async def on_turn(self, turn: Turn) -> None:
+        self.turns.append(turn)
+
+
 async def execute(
     spec: DebateSpec, turns: Sequence[Turn], *, models: Completer, hooks: Hooks
 ) -> Outcome:

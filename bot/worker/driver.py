@@ -17,9 +17,8 @@ import anyio
 from bot.debate.render import render_rounds
 from bot.debate.types import Batch, DebateSpec, Outcome, Turn
 from bot.github.gateway import InstallationClient
-from bot.llm.router import ModelRouter
 from bot.logs import get_logger
-from bot.runner import execute
+from bot.runner import Completer, execute
 from bot.store import RunStore
 from bot.store.rows import RunControl, RunRow
 from bot.worker.publish import Publisher
@@ -62,7 +61,8 @@ class RunDriver:
     finished rounds' digests while the next batch's calls run."""
 
     store: RunStore
-    router: ModelRouter
+    # Completes one request (``ModelRouter``, or a tool-calling loop around it).
+    models: Completer
     publisher: Publisher
     run: RunRow
     spec: DebateSpec
@@ -81,7 +81,7 @@ class RunDriver:
 
     async def drive(self) -> Outcome:
         turns = await anyio.to_thread.run_sync(self.store.load_turns, self.run.id)
-        return await execute(self.spec, turns, models=self.router, hooks=self)
+        return await execute(self.spec, turns, models=self.models, hooks=self)
 
     async def before_step(self, step: Batch | Outcome) -> None:
         control, self._control = self._control, None
