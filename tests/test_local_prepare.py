@@ -15,13 +15,27 @@ import pytest
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.local.dry_run import Placeholders
-from bot.local.prepare import STDIN, prepare_review, prepare_run
+from bot.local.prepare import STDIN, Prepared, prepare_review, prepare_run
 from bot.local.spec import Flags
 from bot.runner import Collect, execute
 
 SETTINGS = Settings(_env_file=None)
 PROVIDERS = frozenset({"scripted"})
 QUESTION = "Should the billing API use gRPC or REST?\n"
+
+
+def _prepare(
+    checkout: Path, file: Path, flags: Flags | None = None, stdin: bytes | None = None
+) -> Prepared:
+    return prepare_run(
+        file,
+        flags or Flags(),
+        settings=SETTINGS,
+        available_providers=PROVIDERS,
+        seed="s1",
+        cwd=checkout,
+        stdin=None if stdin is None else io.BytesIO(stdin),
+    )
 
 
 @pytest.fixture
@@ -39,14 +53,7 @@ def checkout(tmp_path: Path) -> Path:
 def test_prepare_then_execute_without_a_console(
     checkout: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    prepared = prepare_run(
-        checkout / "q.md",
-        Flags(),
-        settings=SETTINGS,
-        available_providers=PROVIDERS,
-        seed="s1",
-        cwd=checkout,
-    )
+    prepared = _prepare(checkout, checkout / "q.md")
     spec = prepared.spec
     assert prepared.source == "q.md" and prepared.output_dir == Path("debates")
     assert (spec.rounds, spec.judge, spec.default_models) == (
@@ -62,42 +69,18 @@ def test_prepare_then_execute_without_a_console(
 
 
 def test_flags_win_over_the_repo_config(checkout: Path) -> None:
-    spec = prepare_run(
-        checkout / "q.md",
-        Flags(rounds=1, judge="scripted/judge", alternating=True),
-        settings=SETTINGS,
-        available_providers=PROVIDERS,
-        seed="s",
-        cwd=checkout,
-    ).spec
+    flags = Flags(rounds=1, judge="scripted/judge", alternating=True)
+    spec = _prepare(checkout, checkout / "q.md", flags).spec
     assert (spec.rounds, spec.judge, spec.turn_order) == (1, "scripted/judge", "alternating")
 
 
 def test_standard_input_and_its_limits(checkout: Path) -> None:
-    prepared = prepare_run(
-        STDIN,
-        Flags(),
-        settings=SETTINGS,
-        available_providers=PROVIDERS,
-        seed="s",
-        cwd=checkout,
-        stdin=io.BytesIO(QUESTION.encode()),
-    )
+    prepared = _prepare(checkout, STDIN, stdin=QUESTION.encode())
     assert prepared.source == "<stdin>" and prepared.spec.rounds == 2  # the repo config
     with pytest.raises(ConfigError, match="over 1 MiB"):
-        prepare_run(
-            STDIN,
-            Flags(),
-            settings=SETTINGS,
-            available_providers=PROVIDERS,
-            seed="s",
-            cwd=checkout,
-            stdin=io.BytesIO(b"x" * (1024 * 1024 + 1)),
-        )
+        _prepare(checkout, STDIN, stdin=b"x" * (1024 * 1024 + 1))
     with pytest.raises(ConfigError, match="standard input"):
-        prepare_run(
-            STDIN, Flags(), settings=SETTINGS, available_providers=PROVIDERS, seed="s", cwd=checkout
-        )
+        _prepare(checkout, STDIN)
 
 
 def test_the_repo_configs_mode_stands_where_the_plan_names_none(checkout: Path) -> None:
@@ -105,19 +88,10 @@ def test_the_repo_configs_mode_stands_where_the_plan_names_none(checkout: Path) 
     config.write_text(config.read_text() + "mode: critique\n")
     (checkout / "d.md").write_text("---\nmode: debate\n---\n" + QUESTION)
 
-    def mode(name: str, flags: Flags) -> str:
-        return prepare_run(
-            checkout / name,
-            flags,
-            settings=SETTINGS,
-            available_providers=PROVIDERS,
-            seed="s",
-            cwd=checkout,
-        ).spec.mode
-
-    assert mode("q.md", Flags()) == "critique"  # the repo's default
-    assert mode("d.md", Flags()) == "debate"  # the frontmatter's
-    assert mode("q.md", Flags(mode="debate")) == "debate"  # the flag's
+    assert _prepare(checkout, checkout / "q.md").spec.mode == "critique"  # the repo's default
+    assert _prepare(checkout, checkout / "d.md").spec.mode == "debate"  # the frontmatter's
+    flag = _prepare(checkout, checkout / "q.md", Flags(mode="debate"))
+    assert flag.spec.mode == "debate"  # the flag's
 
 
 def test_config_personas_that_do_not_fit_the_mode_are_refused_before_any_call(
@@ -127,14 +101,7 @@ def test_config_personas_that_do_not_fit_the_mode_are_refused_before_any_call(
         "personas:\n  - name: A\n  - name: B\n  - name: C\nmodels: [scripted/rehearsal]\n"
     )
     with pytest.raises(ConfigError, match=r"q\.md"):
-        prepare_run(
-            checkout / "q.md",
-            Flags(),
-            settings=SETTINGS,
-            available_providers=PROVIDERS,
-            seed="s",
-            cwd=checkout,
-        )
+        _prepare(checkout, checkout / "q.md")
 
 
 def test_a_review_reads_the_repo_config_too(checkout: Path) -> None:
@@ -144,7 +111,7 @@ def test_a_review_reads_the_repo_config_too(checkout: Path) -> None:
         Flags(),
         settings=SETTINGS,
         available_providers=PROVIDERS,
-        seed="s",
+        seed="s1",
         cwd=checkout,
     )
     spec = prepared.spec

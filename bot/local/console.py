@@ -13,11 +13,13 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 from rich.console import Console
@@ -76,20 +78,12 @@ def run_local(
             "`debate-bot run [FILE]` (or pipe it to `debate-bot run -`):\n\n" + EXAMPLE_PLAN
         )
         return EXIT_USAGE
-    flags = _flags(options, parse_mode(options.mode))
-
-    def prepare(providers: frozenset[str], seed: str) -> Prepared:
-        return prepare_run(
-            path,
-            flags,
-            settings=settings,
-            available_providers=providers,
-            seed=seed,
-            cwd=cwd,
-            output_dir=options.output_dir,
-            stdin=sys.stdin.buffer if path == STDIN else None,
-        )
-
+    prepare = functools.partial(
+        prepare_run,
+        path,
+        _flags(options, parse_mode(options.mode)),
+        stdin=sys.stdin.buffer if path == STDIN else None,
+    )
     return _start(settings, options, prepare, clock)
 
 
@@ -102,20 +96,7 @@ def review_local(
 ) -> int:
     """`debate-bot review [PATH]`: a design review of a checkout (or one folder of
     it) from its repository brief, like `/debate review` on GitHub."""
-    cwd = Path.cwd()
-    flags = _flags(options, "critique")
-
-    def prepare(providers: frozenset[str], seed: str) -> Prepared:
-        return prepare_review(
-            target,
-            flags,
-            settings=settings,
-            available_providers=providers,
-            seed=seed,
-            cwd=cwd,
-            output_dir=options.output_dir,
-        )
-
+    prepare = functools.partial(prepare_review, target, _flags(options, "critique"))
     return _start(settings, options, prepare, clock)
 
 
@@ -129,7 +110,18 @@ def _flags(options: LocalOptions, mode: Mode | None) -> Flags:
     )
 
 
-Prepare = Callable[[frozenset[str], str], Prepared]  # (providers, seed) -> Prepared
+class Prepare(Protocol):
+    """``prepare_run`` or ``prepare_review`` with the target and flags bound."""
+
+    def __call__(
+        self,
+        *,
+        settings: Settings,
+        available_providers: frozenset[str],
+        seed: str,
+        cwd: Path,
+        output_dir: Path | None,
+    ) -> Prepared: ...
 
 
 def _start(
@@ -153,7 +145,13 @@ async def _run(
     started_at: datetime,
 ) -> int:
     async with ModelRouter(settings) as router:
-        prepared = prepare(router.available_providers(), started_at.strftime("%Y%m%d%H%M%S"))
+        prepared = prepare(
+            settings=settings,
+            available_providers=router.available_providers(),
+            seed=started_at.strftime("%Y%m%d%H%M%S"),
+            cwd=Path.cwd(),
+            output_dir=options.output_dir,
+        )
         spec = prepared.spec
         if options.dry_run:
             return await _dry_run(spec, router, prepared.source)

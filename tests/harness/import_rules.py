@@ -78,3 +78,20 @@ def allowed(module: str, prefixes: tuple[str, ...]) -> bool:
     if top in sys.stdlib_module_names or top == "__future__":
         return True
     return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def gaps(rules: Path, allowed_modules: tuple[str, ...]) -> tuple[set[str], set[str]]:
+    """(what the rule should ban but does not, what it bans but is allowed): an
+    allow-list written as bans is complete when both are empty."""
+    ruled = set(banned(rules))
+    should = (bot_modules() | runtime_modules()) - set(allowed_modules)
+    return should - ruled, ruled & set(allowed_modules)
+
+
+def imports_outside(package: Path, allowed_modules: tuple[str, ...]) -> dict[str, list[str]]:
+    """The package's imports that are neither the standard library nor allowed, by file."""
+    found = {
+        path: sorted(n for n in names if not allowed(n, allowed_modules))
+        for path, names in imports_of(package).items()
+    }
+    return {path: names for path, names in found.items() if names}
