@@ -152,10 +152,8 @@ class _Timed:
             self.stages.append(Stage(batch.requests, got, time.perf_counter() - t0))
             self._open = None
 
-    async def before_step(self, step: Batch | Outcome) -> None:
+    async def before_step(self) -> None:
         self._close()
-        if isinstance(step, Batch):
-            self._open = (step, [], time.perf_counter())
 
     async def on_turn(self, turn: Turn) -> None:
         if turn.status != "ok":
@@ -168,7 +166,8 @@ class _Timed:
             self._open[1].append(turn)
 
     async def alongside(self, finished: Sequence[Turn], step: Batch | Outcome) -> None:
-        return None
+        if isinstance(step, Batch):
+            self._open = (step, [], time.perf_counter())
 
 
 async def drive(spec: DebateSpec, router: ModelRouter) -> Driven:

@@ -50,15 +50,16 @@ class Recorder:
     turns: list[Turn] = field(default_factory=list)
     side: list[tuple[int, str]] = field(default_factory=list)
 
-    async def before_step(self, step: Batch | Outcome) -> None:
-        kind = "outcome" if isinstance(step, Outcome) else f"batch:{len(step.requests)}"
-        self.events.append(kind)
+    async def before_step(self) -> None:
+        self.events.append("check")
 
     async def on_turn(self, turn: Turn) -> None:
         self.turns.append(turn)
         self.events.append(f"turn:{turn.key.id()}")
 
     async def alongside(self, finished: Sequence[Turn], step: Batch | Outcome) -> None:
+        kind = "outcome" if isinstance(step, Outcome) else f"batch:{len(step.requests)}"
+        self.events.append(kind)
         self.side.append((len(finished), "outcome" if isinstance(step, Outcome) else "batch"))
 
 
@@ -86,8 +87,11 @@ def test_a_run_goes_from_spec_to_outcome_and_every_turn_reaches_the_hooks_first(
     assert outcome.kind == "verdict"
     assert [t.key.id() for t in hooks.turns] == models.asked  # each turn once, as it came
     assert len(set(models.asked)) == len(models.asked)
-    assert hooks.events[-1] == "outcome"
-    assert hooks.events[0].startswith("batch:")
+    assert hooks.events[-2:] == ["check", "outcome"]
+    assert hooks.events[0] == "check" and hooks.events[1].startswith("batch:")
+    # Every batch is announced before any of its turns, and checked after them.
+    batches = [i for i, e in enumerate(hooks.events) if e.startswith("batch:")]
+    assert all(hooks.events[i - 1] == "check" for i in batches)
     # The side work sees the turns finished before each step, then all of them.
     assert hooks.side[0] == (0, "batch") and hooks.side[-1] == (len(hooks.turns), "outcome")
     assert [n for n, _ in hooks.side] == sorted(n for n, _ in hooks.side)
@@ -121,7 +125,7 @@ def test_the_engine_asking_again_is_a_protocol_error_not_a_paid_loop() -> None:
 
 
 class Side(Recorder):
-    """Side work that fails (after ``delay_s``) on the first batch it sees."""
+    """Side work that fails (after ``delay_s``) beside the first two-request batch."""
 
     def __init__(self, error: Exception, delay_s: float = 0.0) -> None:
         super().__init__()

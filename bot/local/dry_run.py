@@ -47,17 +47,17 @@ class _Batches:
 
     seen: list[Batch] = field(default_factory=list)
 
-    async def before_step(self, step: Batch | Outcome) -> None:
-        if isinstance(step, Batch):
-            if len(self.seen) >= _MAX_BATCHES:
-                raise ProtocolError(f"the dry run did not finish within {_MAX_BATCHES} batches")
-            self.seen.append(step)
+    async def before_step(self) -> None:
+        return None
 
     async def on_turn(self, turn: Turn) -> None:
         return None
 
     async def alongside(self, finished: Sequence[Turn], step: Batch | Outcome) -> None:
-        return None
+        if isinstance(step, Batch):
+            if len(self.seen) >= _MAX_BATCHES:
+                raise ProtocolError(f"the dry run did not finish within {_MAX_BATCHES} batches")
+            self.seen.append(step)
 
 
 async def simulate(spec: DebateSpec) -> tuple[list[Batch], Outcome]:

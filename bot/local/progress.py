@@ -36,8 +36,12 @@ class Progress:
     _status: Status | None = field(default=None, init=False)
     _sent: dict[str, float] = field(default_factory=dict, init=False)
 
-    async def before_step(self, step: Batch | Outcome) -> None:
-        self.close()
+    async def before_step(self) -> None:
+        self.close()  # the batch is through
+
+    async def alongside(self, finished: Sequence[Turn], step: Batch | Outcome) -> None:
+        """Announce the batch (nothing is posted locally: the transcript is
+        written at the end)."""
         if isinstance(step, Outcome):
             return
         self.batches += 1
@@ -72,9 +76,6 @@ class Progress:
                 tokens,
             )
         )
-
-    async def alongside(self, finished: Sequence[Turn], step: Batch | Outcome) -> None:
-        return None  # nothing is posted locally: the transcript is written at the end
 
     def close(self) -> None:
         """Stop the spinner (between batches, at the end, or on a failure)."""

@@ -27,9 +27,10 @@ class Completer(Protocol):
 class Hooks(Protocol):
     """What differs by shell; each hook may raise to stop the run."""
 
-    async def before_step(self, step: Batch | Outcome) -> None:
-        """Before a batch is sent or the outcome returned (the worker checks its
-        lease, the cancel flag and the drain here; the CLI announces the batch)."""
+    async def before_step(self) -> None:
+        """Before the engine is asked for the next step, every turn so far having
+        reached ``on_turn`` (the worker checks its lease, the cancel flag and the
+        drain here)."""
 
     async def on_turn(self, turn: Turn) -> None:
         """Each turn as it completes, before the run moves on (the worker stores
@@ -37,7 +38,8 @@ class Hooks(Protocol):
 
     async def alongside(self, finished: Sequence[Turn], step: Batch | Outcome) -> None:
         """Side work while ``step``'s calls run (or before the outcome is returned),
-        given the turns finished before it: the worker posts the round digests.
+        given the turns finished before it: the worker posts the round digests,
+        the CLI announces the batch. It starts before any of the batch's calls.
         A ``Transient`` failure lets the batch finish and is raised after it; any
         other failure cancels the calls in flight; a failed batch lets it finish."""
 
@@ -45,7 +47,7 @@ class Hooks(Protocol):
 class NoHooks:
     """Hooks that do nothing: a run that only needs its outcome."""
 
-    async def before_step(self, step: Batch | Outcome) -> None:
+    async def before_step(self) -> None:
         return None
 
     async def on_turn(self, turn: Turn) -> None:
@@ -79,8 +81,8 @@ async def execute(
     done = list(turns)
     asked = {t.key.id() for t in done}
     while True:
+        await hooks.before_step()
         step = next_step(spec, done)
-        await hooks.before_step(step)
         if isinstance(step, Outcome):
             await hooks.alongside(tuple(done), step)
             return step

@@ -77,13 +77,13 @@ class RunDriver:
     # The run's lease owner and cancel flag as the batch's last saved turn read
     # them: the check between batches needs no query of its own.
     _control: RunControl | None = field(default=None, init=False)
-    _saved: int = field(default=0, init=False)  # turns stored by this driver
+    _saved: set[str] = field(default_factory=set, init=False)  # keys stored by this driver
 
     async def drive(self) -> Outcome:
         turns = await anyio.to_thread.run_sync(self.store.load_turns, self.run.id)
         return await execute(self.spec, turns, models=self.models, hooks=self)
 
-    async def before_step(self, step: Batch | Outcome) -> None:
+    async def before_step(self) -> None:
         control, self._control = self._control, None
         await self.check_alive(control)
 
@@ -92,7 +92,7 @@ class RunDriver:
         # In a thread (off the event loop); a cancel still waits for the write.
         saved = await anyio.to_thread.run_sync(self.store.save_turn, self.run.id, turn)
         self._control = saved.control  # the last save of the batch is read last
-        self._saved += 1
+        self._saved.add(turn.key.id())
         self.on_stored(turn)
 
     async def alongside(self, finished: Sequence[Turn], step: Batch | Outcome) -> None:
@@ -103,9 +103,8 @@ class RunDriver:
         cancels them for one that fails for good (the issue gone); a failed call
         lets the post finish, so no comment is left posted but unrecorded. The
         next step waits for both, so digests still go out in order."""
-        batch_end = self._saved + (len(step.requests) if isinstance(step, Batch) else 0)
         await self._publish_finished_rounds(finished, step)
-        if isinstance(step, Batch) and self._saved >= batch_end:
+        if isinstance(step, Batch) and {r.key.id() for r in step.requests} <= self._saved:
             # The post outlasted the calls (a paced or rate-limited write): what
             # the last save read is stale by then; read it afresh.
             self._control = None
