@@ -1,21 +1,20 @@
 """Shared pieces of the engine benchmarks: a router on the loopback fake model
 server, a small driving loop, deterministic plan text and padded responders.
 
-The loop is the worker's loop (``bot.worker.driver.RunDriver.drive``) without
-the store and GitHub: ``next_step`` → every request of the batch concurrently
-through ``ModelRouter.complete`` → append the turns → again. Each batch is one
-sequential stage of the run.
+The loop is the worker's loop (``bot.runner.execute``, as
+``bot.worker.driver.RunDriver`` drives it) without the store and GitHub: the
+hooks only time each batch and keep its turns. Each batch is one sequential
+stage of the run.
 """
 
 from __future__ import annotations
 
-import asyncio
 import multiprocessing
 import random
 import re
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,10 +23,10 @@ from unittest import mock
 from pydantic import SecretStr
 
 from bot.config import Settings
-from bot.debate.protocol import next_step
 from bot.debate.rehearsal import reply as rehearsal_reply
-from bot.debate.types import DebateSpec, ModelRequest, Outcome, PersonaSpec, Turn
+from bot.debate.types import Batch, DebateSpec, ModelRequest, Outcome, PersonaSpec, Turn
 from bot.llm.router import ModelRouter
+from bot.runner import execute
 from tests.fakes.model_server import FakeModelServer
 
 Responder = Callable[[str], str]
@@ -140,24 +139,45 @@ class Driven:
     elapsed_s: float = 0.0
 
 
+@dataclass
+class _Timed:
+    """Hooks that time each batch and refuse a dropped turn."""
+
+    stages: list[Stage] = field(default_factory=list)
+    _open: tuple[Batch, list[Turn], float] | None = None
+
+    def _close(self) -> None:
+        if self._open is not None:
+            batch, got, t0 = self._open
+            self.stages.append(Stage(batch.requests, got, time.perf_counter() - t0))
+            self._open = None
+
+    async def before_step(self) -> None:
+        self._close()
+
+    async def on_turn(self, turn: Turn) -> None:
+        if turn.status != "ok":
+            # A dropped turn changes the run's shape: the figures would be meaningless.
+            raise RuntimeError(
+                f"model call failed against the loopback server: {turn.key.id()} "
+                f"({turn.drop_class})"
+            )
+        if self._open is not None:
+            self._open[1].append(turn)
+
+    async def alongside(self, finished: Sequence[Turn], step: Batch | Outcome) -> None:
+        if isinstance(step, Batch):
+            self._open = (step, [], time.perf_counter())
+
+
 async def drive(spec: DebateSpec, router: ModelRouter) -> Driven:
     """Run ``spec`` to its outcome as the worker does (minus persistence and posting)."""
-    turns: list[Turn] = []
-    stages: list[Stage] = []
+    hooks = _Timed()
     started = time.perf_counter()
-    while True:
-        step = next_step(spec, turns)
-        if isinstance(step, Outcome):
-            return Driven(step, turns, stages, time.perf_counter() - started)
-        t0 = time.perf_counter()
-        got = list(await asyncio.gather(*(router.complete(r) for r in step.requests)))
-        stages.append(Stage(step.requests, got, time.perf_counter() - t0))
-        dropped = [t for t in got if t.status != "ok"]
-        if dropped:
-            # A dropped turn changes the run's shape: the figures would be meaningless.
-            names = ", ".join(f"{t.key.id()} ({t.drop_class})" for t in dropped)
-            raise RuntimeError(f"model calls failed against the loopback server: {names}")
-        turns.extend(got)
+    outcome = await execute(spec, (), models=router, hooks=hooks)
+    elapsed = time.perf_counter() - started
+    turns = [t for stage in hooks.stages for t in stage.turns]
+    return Driven(outcome, turns, hooks.stages, elapsed)
 
 
 # --- subject text ----------------------------------------------------------------

@@ -10,7 +10,8 @@ that is not waiting on a model is overhead. Target (issue 2): ≤ 1.10 for the
 per-stage overhead).
 
 Personas are given explicitly (no persona auto-pick); issue extraction runs as
-the engine does it.
+the engine does it. Beside it, the same runs through a bare ``asyncio.gather``
+loop, interleaved with the measured ones: the run layer's own cost as a ratio.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import time
 from dataclasses import dataclass
 
 from benchmarks._support_models import (
@@ -32,7 +34,8 @@ from benchmarks._support_models import (
     word_count,
 )
 from benchmarks.common import print_table
-from bot.debate.types import DebateSpec, TurnOrder
+from bot.debate.protocol import next_step
+from bot.debate.types import DebateSpec, Outcome, Turn, TurnOrder
 from bot.llm.router import ModelRouter
 
 TARGET = 1.10
@@ -45,6 +48,7 @@ class Measured:
     order: TurnOrder
     latency_s: float
     runs: list[Driven]
+    bare_s: list[float]  # the same spec through a bare gather loop, interleaved
 
     @property
     def stages(self) -> int:
@@ -84,14 +88,26 @@ def spec_for(order: TurnOrder) -> DebateSpec:
     )
 
 
+async def bare_loop(spec: DebateSpec, router: ModelRouter) -> float:
+    """The reference the run layer is held to: ``next_step`` and one
+    ``asyncio.gather`` per batch, with no hooks, guard or side work."""
+    turns: list[Turn] = []
+    started = time.perf_counter()
+    while not isinstance(step := next_step(spec, turns), Outcome):
+        turns.extend(await asyncio.gather(*(router.complete(r) for r in step.requests)))
+    return time.perf_counter() - started
+
+
 async def measure(base_url: str, latency_s: float, order: TurnOrder, repeats: int) -> Measured:
     spec = spec_for(order)
-    runs = []
+    runs, bare = [], []
     async with ModelRouter(router_settings(base_url)) as router:
         await drive(spec, router)  # warm-up: connections opened, code paths loaded
-        for _ in range(repeats):
+        await bare_loop(spec, router)
+        for _ in range(repeats):  # interleaved, so load on the machine hits both alike
             runs.append(await drive(spec, router))
-    return Measured(order, latency_s, runs)
+            bare.append(await bare_loop(spec, router))
+    return Measured(order, latency_s, runs, bare)
 
 
 def main(argv: list[str]) -> int:
@@ -147,6 +163,12 @@ def main(argv: list[str]) -> int:
         f"info  alternating ratio {results[1].ratio:.3f} over {results[1].stages} stages "
         f"(parallel: {parallel.stages})"
     )
+    for m in results:
+        bare = statistics.median(m.bare_s)
+        print(
+            f"info  {m.order}: the run layer (bot.runner.execute) vs a bare gather loop, "
+            f"interleaved: {m.wall_s:.3f} s vs {bare:.3f} s = {m.wall_s / bare:.3f}"
+        )
     return 0
 
 

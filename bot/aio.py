@@ -1,8 +1,8 @@
-"""Small structured-concurrency helpers shared by the worker."""
+"""Small structured-concurrency helpers shared by the worker and the run layer."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -40,3 +40,55 @@ async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
             tg.start_soon(put, 0, first)
             tg.start_soon(put, 1, second)
     return results[0], results[1]
+
+
+async def each(items: Iterable[A], call: Callable[[A], Awaitable[object]]) -> None:
+    """``call(item)`` for every item side by side; the first failure cancels the
+    rest and is raised as itself."""
+
+    async def one(item: A) -> None:
+        await call(item)
+
+    with first_failure():
+        async with anyio.create_task_group() as tg:
+            for item in items:
+                tg.start_soon(one, item)
+
+
+async def beside(
+    main: Callable[[], Awaitable[object]],
+    side: Callable[[], Awaitable[object]],
+    *,
+    wait_out: Callable[[Exception], bool],
+) -> None:
+    """Run ``main`` with ``side`` beside it and return when both are done.
+
+    - ``main`` failing lets ``side`` finish, then its failure is raised (before
+      any of ``side``'s): the main work's verdict comes first.
+    - ``side`` failing with an error ``wait_out`` accepts lets ``main`` finish,
+      then that error is raised.
+    - any other failure of ``side`` cancels ``main`` and is raised at once.
+    """
+    main_error: Exception | None = None
+    side_error: Exception | None = None
+
+    async def run_side() -> None:
+        nonlocal side_error
+        try:
+            await side()
+        except Exception as exc:
+            if not wait_out(exc):
+                raise
+            side_error = exc
+
+    with first_failure():
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_side)
+            try:
+                await main()
+            except Exception as exc:
+                main_error = exc
+    if main_error is not None:
+        raise main_error
+    if side_error is not None:
+        raise side_error

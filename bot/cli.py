@@ -108,8 +108,8 @@ def run(
     file: Annotated[
         Path | None,
         typer.Argument(
-            help="Markdown plan or question (default: .github/debate.md); "
-            "@path references resolve against the repository root"
+            help="Markdown plan or question (default: .github/debate.md; `-` reads it "
+            "from standard input); @path references resolve against the repository root"
         ),
     ] = None,
     rounds: Annotated[
@@ -137,7 +137,7 @@ def run(
     ] = None,
 ) -> None:
     """Debate a markdown file locally and write a transcript."""
-    from bot.local_run import LocalOptions, run_local
+    from bot.local.console import LocalOptions, run_local
 
     options = LocalOptions(
         file=file,
@@ -174,7 +174,7 @@ def review(
     ] = None,
 ) -> None:
     """Design review of a repository (or a folder) on disk; writes a transcript like `run`."""
-    from bot.local_run import LocalOptions, review_local
+    from bot.local.console import LocalOptions, review_local
 
     options = LocalOptions(
         rounds=rounds,

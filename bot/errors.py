@@ -10,6 +10,7 @@ resumes it later; model calls are retried before the turn is dropped)::
 
     BotError
     ├── WebhookError               .http_status: our answer to the delivery
+    ├── PayloadError               a delivery's body does not parse (the route answers 400)
     ├── GitHubError                .github_status: GitHub's answer (None: none)
     │   ├── TransientGitHubError   + Transient (judged in bot/github/session.py)
     │   │   └── RateLimited        .resume_at: a wait beyond the cap; the run is handed back
@@ -18,9 +19,10 @@ resumes it later; model calls are retried before the turn is dropped)::
     │   └── TransientModelError    + Transient, .retry_after
     ├── ConfigError                its message is public
     │   └── UsageError             a /debate command that cannot be understood
-    ├── StoreError                 + Transient
+    ├── StoreError                 a verdict: a bad query, a constraint, a bad state
+    │   ├── StoreUnavailable       + Transient: the database is down or unreachable
     │   ├── CodecError             a stored spec that does not decode
-    │   ├── ActiveRunExists        .run: the issue's queued or running run
+    │   ├── ActiveRunExists        .run: the issue's queued or running run (id, state, issue)
     │   ├── QuotaSpent             .scope: the repository's or the requester's daily quota
     │   └── RunNotFound
     └── ProtocolError
@@ -29,14 +31,15 @@ Not errors, so not here: the driver's control-flow signals ``LeaseLost`` and
 ``Cancelled`` (bot/worker/driver.py) and the session's internal ``_Retry``. They
 stay beside their one user and never derive from ``BotError``, so an
 ``except BotError`` can never swallow them.
+
+This is the lowest module: it imports nothing of the project, not even for
+typing, so every package can raise these errors without reaching the store.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from bot.store.rows import RunRow
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 
 class Transient:
@@ -60,6 +63,19 @@ class WebhookError(BotError):
     def __init__(self, message: str, *, http_status: int = 400) -> None:
         super().__init__(message, public=message)
         self.http_status = http_status
+
+
+class PayloadError(BotError):
+    """A delivery's body is not the JSON the bot needs (malformed, or a required
+    field missing or mistyped). It carries no HTTP status: the webhook route maps
+    it to 400; in the worker it fails the delivery. The message names the field,
+    never a payload value, so it is public."""
+
+    code = "payload_error"
+    public = "The webhook payload is malformed."
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, public=message)
 
 
 class GitHubError(BotError):
@@ -142,15 +158,46 @@ class UsageError(ConfigError):
     code = "usage_error"
 
 
-class StoreError(BotError, Transient):
-    """The run store failed; every store failure is waited out (the database may be back)."""
+class StoreError(BotError):
+    """The run store refused or failed an operation for good: a constraint, a bad
+    argument, a stored value that does not decode. Trying again would fail the
+    same way; an outage of the database is ``StoreUnavailable``."""
 
     code = "store_error"
     public = "The run store failed."
 
 
+class StoreUnavailable(StoreError, Transient):
+    """The database is down, unreachable or busy (a dropped connection, a lock
+    timeout): waited out, as it may be back (the run resumes from its turns)."""
+
+    code = "store_unavailable"
+    public = "The run store is unavailable."
+
+
 class CodecError(StoreError):
     code = "codec_error"
+
+
+class RunRef(Protocol):
+    """What ``ActiveRunExists`` needs of a run row (the store's ``RunRow`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def repo(self) -> str: ...
+    @property
+    def issue_number(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class ActiveRun:
+    id: str
+    state: str
+    repo: str
+    issue_number: int
 
 
 class ActiveRunExists(StoreError):
@@ -159,9 +206,9 @@ class ActiveRunExists(StoreError):
     code = "active_run_exists"
     public = "A debate is already running on this issue."
 
-    def __init__(self, run: RunRow) -> None:
+    def __init__(self, run: RunRef) -> None:
         super().__init__(f"run {run.id} is {run.state} on {run.repo}#{run.issue_number}")
-        self.run = run
+        self.run = ActiveRun(run.id, run.state, run.repo, run.issue_number)
 
 
 class QuotaSpent(StoreError):

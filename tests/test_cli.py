@@ -538,3 +538,84 @@ def test_version_names_the_installed_package() -> None:
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0
     assert result.output.strip() == f"debate-bot {version('debate-bot')}"
+
+
+# --- like the bot: the checkout's .github/debate.yml, a plan on standard input ------------
+
+
+def _repo_config(repo: Path, text: str) -> None:
+    (repo / ".github").mkdir(exist_ok=True)
+    (repo / ".github" / "debate.yml").write_text(text)
+
+
+def test_the_checkouts_repo_config_is_honoured(repo: Path) -> None:
+    _repo_config(
+        repo,
+        "rounds: 1\nturn_order: alternating\njudge: scripted/rehearsal\n"
+        "personas:\n  - name: Ledger\n    perspective: cost\n  - name: Pilot\n"
+        "    perspective: speed\nmodels: [scripted/rehearsal]\n",
+    )
+    (repo / "q.md").write_text(QUESTION)
+    result = run("q.md", "--dry-run")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "rounds: up to 1 · turn order: alternating" in out
+    assert "Personas: Ledger (default model), Pilot (default model)" in out
+    assert "- judge: scripted/rehearsal" in out
+
+
+def test_flags_and_frontmatter_win_over_the_repo_config(repo: Path) -> None:
+    _repo_config(repo, "rounds: 1\njudge: scripted/rehearsal\n")
+    (repo / "q.md").write_text("---\nrounds: 2\n---\n" + QUESTION)
+    result = run("q.md", "--dry-run", "--model", "scripted/rehearsal")
+    assert "rounds: up to 2" in result.stdout, result.output
+    result = run("q.md", "--dry-run", "--model", "scripted/rehearsal", "--rounds", "3")
+    assert "rounds: up to 3" in result.stdout, result.output
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("rounds: many\n", ["debate.yml", "rounds", "integer"]),
+        ("rounds: 2\n  bad: : x\n", ["debate.yml", "YAML error at line 2"]),
+        ("round: 2\n", ["debate.yml", "round", "Extra inputs"]),
+    ],
+)
+def test_an_invalid_repo_config_is_one_line_and_exit_2(
+    repo: Path, config: str, expected: list[str]
+) -> None:
+    _repo_config(repo, config)
+    (repo / "q.md").write_text(QUESTION)
+    for result in (
+        run("q.md", "--model", "scripted/rehearsal"),
+        CliRunner().invoke(app, ["review", str(repo), "--model", "scripted/rehearsal"]),
+    ):
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith("error: .github/debate.yml: "), result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        for part in expected:
+            assert part in result.stderr, (part, result.stderr)
+        assert "Traceback" not in result.output
+        assert not (repo / "debates").exists()
+
+
+def test_a_plan_on_standard_input(repo: Path) -> None:
+    (repo / "docs").mkdir()
+    (repo / "docs" / "small.md").write_text(SMALL)
+    plan = "# Cache the sessions?\n\nShould we cache sessions in Redis? See @docs/small.md\n"
+    result = CliRunner().invoke(
+        app, ["run", "-", "--model", "scripted/rehearsal", "--rounds", "1"], input=plan
+    )
+    assert result.exit_code == 0, result.output
+    text = transcript_of(result)
+    assert "**Plan:** <stdin>" in text and "Cache the sessions?" in text
+    assert "docs/small.md" in text  # @path resolves against the current checkout
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"), [(b"", "standard input is empty"), (b"\x00\x01", "binary")]
+)
+def test_a_bad_plan_on_standard_input_is_exit_2(repo: Path, data: bytes, expected: str) -> None:
+    result = CliRunner().invoke(app, ["run", "-", "--model", "scripted/rehearsal"], input=data)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: <stdin>: ") and expected in result.stderr

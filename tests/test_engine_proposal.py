@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from bot.debate.fold import replay
 from bot.debate.protocol import next_step
-from bot.debate.replay import replay
 from bot.debate.types import Batch, Decision, ModelRequest, Outcome, PersonaSpec, Turn
 from bot.debate.votes import ballot_labels, holder_models
 from tests.harness.engine import ATLAS, BEACON, FORGE, Run, drop, reply_turn, spec_for

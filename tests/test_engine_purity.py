@@ -1,41 +1,39 @@
 """The engine's import rule (bot/debate/ruff.toml) fires, and the engine obeys it.
 
+The rule is an allow-list: the standard library, `bot.debate` and `bot.errors`.
+Ruff can only ban, so the file bans every other `bot` module and every runtime
+dependency, and a test here fails when one is missing from it.
+
 Ruff picks the closest config per file, so checking a probe named as if it lived
 in bot/debate from the repository root is what `ruff check .` does in CI.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import tomllib
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.harness.import_rules import ROOT, banned, gaps, imports_outside
+from tests.harness.import_rules import ruff as _ruff
+from tests.harness.import_rules import tid251 as _tid251
+
 RULES = ROOT / "bot" / "debate" / "ruff.toml"
+ALLOWED = ("bot.debate", "bot.errors")
 
 
 def _banned() -> list[str]:
-    config = tomllib.loads(RULES.read_text())
-    return sorted(config["lint"]["flake8-tidy-imports"]["banned-api"])
+    return banned(RULES)
 
 
-def _ruff(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--output-format", "json", *args],
-        cwd=ROOT,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def test_the_rule_is_an_allow_list() -> None:
+    """Every project module and runtime dependency outside the allow-list is
+    banned (a new module must be added to bot/debate/ruff.toml), and nothing
+    allowed is."""
+    assert gaps(RULES, ALLOWED) == (set(), set())
+    assert {"bot.action", "bot.brief"} <= set(_banned())  # the old deny-list had missed them
 
 
-def _tid251(proc: subprocess.CompletedProcess[str]) -> list[str]:
-    return [d["message"] for d in json.loads(proc.stdout) if d["code"] == "TID251"]
+def test_the_engine_imports_only_what_it_is_allowed() -> None:
+    assert imports_outside(ROOT / "bot" / "debate", ALLOWED) == {}
 
 
 def test_the_rule_bans_settings_io_libraries_and_adapters() -> None:

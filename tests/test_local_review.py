@@ -60,3 +60,27 @@ def test_a_file_or_an_empty_folder_is_a_usage_error(checkout: Path, tmp_path: Pa
     empty = review(str(tmp_path / "empty"))
     assert empty.exit_code == 2 and "empty" in empty.output
     assert "Traceback" not in empty.output
+
+
+def test_the_checkouts_repo_config_is_honoured(checkout: Path) -> None:
+    (checkout / ".github").mkdir()
+    (checkout / ".github" / "debate.yml").write_text(
+        "rounds: 1\npersonas:\n  - name: Ledger\n    perspective: cost\n"
+        "  - name: Pilot\n    perspective: speed\n"
+    )
+    result = review(str(checkout), "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "rounds: up to 1" in result.stdout
+    assert "Personas: Ledger (scripted/rehearsal), Pilot (scripted/rehearsal)" in result.stdout
+
+
+def test_a_folder_outside_the_current_checkout(
+    checkout: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "README.md").write_text("# Other\n\nA folder that is no checkout.\n")
+    monkeypatch.chdir(checkout)  # inside a checkout, reviewing a folder outside it
+    result = review(str(other), "--rounds", "1")
+    assert result.exit_code == 0, result.output
+    assert "`README.md` (" in transcript(result)

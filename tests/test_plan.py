@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.commands.plan import (
-    assemble_context,
-    cap_subject,
-    check_ref,
-    condense,
-    find_refs,
-    parse_plan,
-    split_sections,
-)
+from bot.commands.plan import find_refs, parse_plan
+from bot.commands.text import assemble_context, cap_subject, check_ref, condense, split_sections
 from bot.errors import ConfigError
 
 LONG_BODY = "# Plan\n\n" + " ".join(["word"] * 60) + "\n"

@@ -14,9 +14,10 @@ import pytest
 from pydantic import SecretStr
 
 from bot.app.main import create_app
+from bot.app.webhook import rejection_status
 from bot.commands.parser import Action
 from bot.config import Settings
-from bot.errors import ProtocolError, WebhookError
+from bot.errors import PayloadError, ProtocolError
 from bot.github.events import IssuesEvent, PullRequestEvent
 from bot.github.gateway import GitHubGateway, InstallationClient
 from bot.github.webhooks import sign
@@ -224,9 +225,9 @@ def test_a_routed_malformed_delivery_is_a_400_error(responder: Responder) -> Non
     router = Router()
     router.on_event(IssuesEvent, ("labeled",), _done)
     row = _row("issues", "labeled", {"action": "labeled", "sender": {"login": "x"}})
-    with pytest.raises(WebhookError, match="invalid issues payload") as exc_info:
+    with pytest.raises(PayloadError, match="invalid issues payload") as exc_info:
         _run(responder, router.handle(responder, row))
-    assert exc_info.value.http_status == 400
+    assert rejection_status(exc_info.value) == 400
 
 
 def test_queued_work_goes_to_its_kind_and_never_fails_the_finished_run(

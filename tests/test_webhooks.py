@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from bot.errors import WebhookError
+from bot.app.webhook import rejection_status
+from bot.errors import PayloadError, WebhookError
 from bot.github.events import (
     InstallationEvent,
     IssueCommentEvent,
@@ -233,9 +234,9 @@ def test_ignored_events_return_none_without_parsing(name: str) -> None:
 
 @pytest.mark.parametrize("body", [b"", b"{", b"[1, 2]", b'"text"', b"\xff\xfe", b"null"])
 def test_malformed_json_is_400(body: bytes) -> None:
-    with pytest.raises(WebhookError) as exc_info:
+    with pytest.raises(PayloadError) as exc_info:
         parse_event("issue_comment", body)
-    assert exc_info.value.http_status == 400
+    assert rejection_status(exc_info.value) == 400
 
 
 @pytest.mark.parametrize(
@@ -262,16 +263,16 @@ def test_missing_needed_fields_are_400(event: str, file: str, path: tuple[str, .
     for key in path[:-1]:
         target = target[key]
     del target[path[-1]]
-    with pytest.raises(WebhookError) as exc_info:
+    with pytest.raises(PayloadError) as exc_info:
         parse_event(event, json.dumps(data).encode())
-    assert exc_info.value.http_status == 400
+    assert rejection_status(exc_info.value) == 400
     assert ".".join(path) in str(exc_info.value)
 
 
 def test_wrong_types_are_400_and_do_not_echo_values() -> None:
     data = _load("issue_comment.created.json")
     data["comment"]["id"] = "ghp_" + "x" * 36
-    with pytest.raises(WebhookError) as exc_info:
+    with pytest.raises(PayloadError) as exc_info:
         parse_event("issue_comment", json.dumps(data).encode())
-    assert exc_info.value.http_status == 400
+    assert rejection_status(exc_info.value) == 400
     assert "ghp_" not in str(exc_info.value)

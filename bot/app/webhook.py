@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from bot.app.filter import DeliveryFilter
 from bot.app.ingest import DeliveryWriter
 from bot.config import Settings
-from bot.errors import StoreError, WebhookError
+from bot.errors import PayloadError, StoreError, WebhookError
 from bot.github.webhooks import verify_signature
 from bot.logs import get_logger
 from bot.metrics import Metrics
@@ -51,6 +51,12 @@ def _accepted(body: bytes) -> Response:
 
 def _reply(status: int, result: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"status": result, **extra}, status_code=status)
+
+
+def rejection_status(exc: WebhookError | PayloadError) -> int:
+    """Our HTTP answer to a rejected delivery: a payload that does not parse is
+    the sender's mistake (400); a ``WebhookError`` names its own status."""
+    return exc.http_status if isinstance(exc, WebhookError) else 400
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -104,21 +110,20 @@ def webhook_endpoint(
                 text = body.decode("utf-8")
                 payload = orjson.loads(body)  # ~2.5x json.loads on a 16 KB delivery
             except (UnicodeDecodeError, orjson.JSONDecodeError) as exc:
-                raise WebhookError("body is not valid UTF-8 JSON") from exc
+                raise PayloadError("body is not valid UTF-8 JSON") from exc
             if not isinstance(payload, dict):
-                raise WebhookError("body is not a JSON object")
+                raise PayloadError("body is not a JSON object")
             reason = deliveries.prefilter(event, payload)
             if reason is None:
                 required = deliveries.required_objects(event)
                 missing = [k for k in required if not isinstance(payload.get(k), dict)]
                 if missing:
-                    raise WebhookError(f"{event} payload lacks {', '.join(missing)}")
-        except WebhookError as exc:
-            metrics.deliveries.labels(event_label(event), f"rejected_{exc.http_status}").inc()
-            log.info(
-                "webhook.rejected", gh_event=event[:64], status=exc.http_status, reason=exc.public
-            )
-            return _reply(exc.http_status, "rejected", reason=exc.public)
+                    raise PayloadError(f"{event} payload lacks {', '.join(missing)}")
+        except (WebhookError, PayloadError) as exc:
+            status = rejection_status(exc)
+            metrics.deliveries.labels(event_label(event), f"rejected_{status}").inc()
+            log.info("webhook.rejected", gh_event=event[:64], status=status, reason=exc.public)
+            return _reply(status, "rejected", reason=exc.public)
 
         if reason is not None:
             metrics.deliveries.labels(event_label(event), "ignored").inc()

@@ -16,7 +16,7 @@ from bot.brief.tree import (
     skip_reason,
     summarize_skipped,
 )
-from bot.commands.plan import assemble_context
+from bot.commands.text import assemble_context
 from bot.debate.types import ContextFile
 from bot.errors import ConfigError
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bot.commands.plan import check_ref
+from bot.commands.text import check_ref
 from bot.errors import ConfigError
 
 Kind = Literal["blob", "tree", "commit"]  # "commit": a submodule

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bot.debate.fold import replay
 from bot.debate.outcomes import build_outcome
-from bot.debate.replay import replay
 from bot.debate.types import Batch, DebateSpec, Mode, Outcome, Turn
 from bot.debate.view import Final
 

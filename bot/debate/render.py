@@ -11,9 +11,9 @@ import re
 from collections.abc import Sequence
 
 from bot.debate.audit import code
+from bot.debate.fold import replay
 from bot.debate.outcomes import Parts, outcome_parts
 from bot.debate.prompts import word_budget
-from bot.debate.replay import replay
 from bot.debate.routing import DEGRADED
 from bot.debate.stances import parse_position
 from bot.debate.types import DebateSpec, Outcome, Turn

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from bot.debate.replay import replay
+from bot.debate.fold import replay
 from bot.debate.replies import parse_critique
 from bot.debate.types import DebateSpec, Turn
 

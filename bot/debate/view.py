@@ -1,6 +1,6 @@
 """Where a run stands: the frozen view the replay produces and everything else reads.
 
-``replay(spec, turns)`` (``bot/debate/replay.py``) builds a ``RunView`` stage by
+``replay(spec, turns)`` (``bot/debate/fold.py``) builds a ``RunView`` stage by
 stage; outcomes, the audit block and the renderers only read it. ``stop`` is the
 one answer to "did the run stop, and why": the batch of requests still missing,
 or the run's end (``Final``). It is ``None`` only inside the replay, between

@@ -14,7 +14,7 @@ from typing import Annotated, ClassVar, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from bot.errors import WebhookError
+from bot.errors import PayloadError
 
 
 def _none_to_empty(value: object) -> object:
@@ -237,23 +237,22 @@ def _models() -> dict[str, type[WebhookEvent]]:
 def parse_payload(model: type[E], body: bytes) -> E:
     """Parse a delivery body as ``model``.
 
-    Raises ``WebhookError(http_status=400)`` for malformed JSON or a payload missing a
-    field the bot needs. Error messages name the field, never echo payload values.
+    Raises ``PayloadError`` for malformed JSON or a payload missing a field the bot
+    needs (the webhook route answers it with 400). Error messages name the field,
+    never echo payload values.
     """
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
-        raise WebhookError("malformed JSON body", http_status=400) from None
+        raise PayloadError("malformed JSON body") from None
     if not isinstance(data, dict):
-        raise WebhookError("payload is not a JSON object", http_status=400)
+        raise PayloadError("payload is not a JSON object")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "(root)"
-        raise WebhookError(
-            f"invalid {model.name} payload at {loc}: {first['type']}", http_status=400
-        ) from None
+        raise PayloadError(f"invalid {model.name} payload at {loc}: {first['type']}") from None
 
 
 def parse_event(event: str, body: bytes) -> WebhookEvent | None:

@@ -24,7 +24,7 @@ from bot.llm.anthropic import AnthropicProvider
 from bot.llm.base import DROP_CLASSES, Provider
 from bot.llm.openai import OpenAIProvider
 from bot.llm.retry import RetryPolicy
-from bot.llm.scripted import Responder, ScriptedProvider
+from bot.llm.scripted import ReplyScript, ScriptedProvider
 from bot.logs import get_logger
 from bot.pools import ShardedTransport
 
@@ -41,7 +41,7 @@ class ModelRouter:
         settings: Settings,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
-        scripted_responder: Responder | None = None,
+        scripted_responder: ReplyScript | None = None,
     ) -> None:
         for name in settings.endpoints:
             if not name or "/" in name:

@@ -19,20 +19,20 @@ from bot.debate.types import Prompt, Usage
 from bot.errors import ModelError
 from bot.llm.base import DROP_CLASSES, Completion, approx_tokens
 
-Responder = Callable[[str], str]
+ReplyScript = Callable[[str], str]  # prompt text -> reply text
 
 FAIL_PREFIX = "fail-"
 
 
-def rehearsal_responder() -> Responder:
+def rehearsal_responder() -> ReplyScript:
     # Imported on first use: the engine's rehearsal module must not be needed
     # by anything that only routes real models.
     module = importlib.import_module("bot.debate.rehearsal")
-    return cast(Responder, module.reply)
+    return cast(ReplyScript, module.reply)
 
 
 class ScriptedProvider:
-    def __init__(self, responder: Responder | None = None) -> None:
+    def __init__(self, responder: ReplyScript | None = None) -> None:
         self._responder = responder
 
     async def generate(self, model: str, prompt: Prompt, max_output_tokens: int) -> Completion:

@@ -1,8 +1,11 @@
-"""The shell of `debate-bot run`: plan files on disk, the spec, the local run loop.
+"""The shell of `debate-bot run` and `review`: plan files on disk, the spec, the console.
 
-``bot.local_run.run_local`` is the entry point; the modules here hold its parts:
-``files`` (finding and reading the plan and its ``@path`` files), ``spec``
-(flags + frontmatter + settings → DebateSpec, model checks), ``execute`` (the
-run loop with progress), ``dry_run`` (the planned batches, no model called)
-and ``log_setup`` (quiet, redacted logs on stderr while it runs).
+Two steps around ``bot.runner.execute``: ``prepare`` (plan, ``@path`` files,
+``.github/debate.yml``, spec; no console, no exit codes, so eval can call it)
+and ``console`` (``run_local`` / ``review_local``: progress, transcript, exit
+codes). Their parts: ``files`` (finding and reading the plan and its ``@path``
+files), ``spec`` (flags + frontmatter + repo config + settings → DebateSpec,
+model checks), ``progress`` (the run's hooks: lines on stderr), ``dry_run``
+(the planned batches, no model called) and ``log_setup`` (quiet, redacted logs
+on stderr while it runs).
 """

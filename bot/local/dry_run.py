@@ -10,13 +10,14 @@ earlier on convergence, and auto-pick different personas.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from bot.debate.prompts import word_budget
-from bot.debate.protocol import next_step
 from bot.debate.rehearsal import reply
-from bot.debate.types import Batch, DebateSpec, Outcome, Prompt, Turn, Usage
+from bot.debate.types import Batch, DebateSpec, ModelRequest, Outcome, Prompt, Turn, Usage
 from bot.errors import ProtocolError
 from bot.llm.base import approx_tokens
+from bot.runner import execute
 
 # Far above any real plan (frame + 10 rounds × 3 tiers + votes + synthesis).
 _MAX_BATCHES = 200
@@ -26,29 +27,44 @@ def _text(prompt: Prompt) -> str:
     return prompt.system + prompt.prefix + prompt.suffix
 
 
-def simulate(spec: DebateSpec) -> tuple[list[Batch], Outcome]:
+class Placeholders:
+    """A completer that calls no model: the scripted rehearsal writes each turn."""
+
+    async def complete(self, request: ModelRequest) -> Turn:
+        text = _text(request.prompt)
+        answer = reply(text)
+        return Turn(
+            key=request.key,
+            text=answer,
+            model=request.models[0] if request.models else "",
+            usage=Usage(input_tokens=approx_tokens(text), output_tokens=approx_tokens(answer)),
+        )
+
+
+@dataclass
+class _Batches:
+    """Hooks that keep every batch the engine asks for."""
+
+    seen: list[Batch] = field(default_factory=list)
+
+    async def before_step(self) -> None:
+        return None
+
+    async def on_turn(self, turn: Turn) -> None:
+        return None
+
+    async def alongside(self, finished: Sequence[Turn], step: Batch | Outcome) -> None:
+        if isinstance(step, Batch):
+            if len(self.seen) >= _MAX_BATCHES:
+                raise ProtocolError(f"the dry run did not finish within {_MAX_BATCHES} batches")
+            self.seen.append(step)
+
+
+async def simulate(spec: DebateSpec) -> tuple[list[Batch], Outcome]:
     """Every batch the engine asks for, answered by placeholder turns."""
-    turns: list[Turn] = []
-    batches: list[Batch] = []
-    for _ in range(_MAX_BATCHES):
-        step = next_step(spec, turns)
-        if isinstance(step, Outcome):
-            return batches, step
-        batches.append(step)
-        for request in step.requests:
-            text = _text(request.prompt)
-            answer = reply(text)
-            turns.append(
-                Turn(
-                    key=request.key,
-                    text=answer,
-                    model=request.models[0] if request.models else "",
-                    usage=Usage(
-                        input_tokens=approx_tokens(text), output_tokens=approx_tokens(answer)
-                    ),
-                )
-            )
-    raise ProtocolError(f"the dry run did not finish within {_MAX_BATCHES} batches")
+    batches = _Batches()
+    outcome = await execute(spec, (), models=Placeholders(), hooks=batches)
+    return batches.seen, outcome
 
 
 def format_plan(

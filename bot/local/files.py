@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
-from bot.commands.plan import assemble_context, check_ref
+from bot.commands.text import assemble_context, check_ref
 from bot.debate.types import ContextFile
 from bot.errors import ConfigError
 
@@ -91,6 +92,29 @@ def read_plan(path: Path, source: str) -> str:
         raise ConfigError(f"{source}: cannot read the file ({exc.strerror})") from None
     if not data.strip():
         raise ConfigError(f"{source}: the file is empty; write a plan or a question in it")
+    return _plan_text(data, source)
+
+
+def read_stdin(stream: BinaryIO, source: str = "<stdin>") -> str:
+    """The plan piped in (`debate-bot run -`), held to a plan file's limits."""
+    try:
+        data = stream.read(PLAN_MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read standard input ({exc.strerror})") from None
+    if len(data) > PLAN_MAX_BYTES:
+        raise ConfigError(
+            f"{source}: the plan is over 1 MiB ({PLAN_MAX_BYTES:,} bytes); "
+            "move long material into @path references"
+        )
+    if not data.strip():
+        raise ConfigError(
+            f"{source}: standard input is empty; pipe a plan or a question in, "
+            "e.g. `echo 'Should we use gRPC?' | debate-bot run -`"
+        )
+    return _plan_text(data, source)
+
+
+def _plan_text(data: bytes, source: str) -> str:
     text = _text(data)
     if text is None:
         raise ConfigError(f"{source}: looks like a binary file, not UTF-8 markdown text")

@@ -1,12 +1,13 @@
 """The DebateSpec of a local run: command-line flags over the plan's frontmatter
-over the server settings, and a check that every model can actually be reached.
+over the checkout's ``.github/debate.yml`` over the server settings, and a check
+that every model can actually be reached.
 
 Model precedence (documented in the README's `debate-bot run` section):
-- personas: ``--model`` for every persona, else each persona's frontmatter
-  ``model``, else ``DEBATE_BOT_DEFAULT_MODELS`` seat by seat, else
-  ``DEBATE_BOT_DEFAULT_MODEL``;
-- judge: ``--judge``, else ``DEBATE_BOT_DEFAULT_MODEL``, else ``--model``, else
-  the first persona's model.
+- personas: ``--model`` for every persona, else each persona's ``model`` (from
+  the frontmatter, else the repo config), else the repo config's ``models``,
+  else ``DEBATE_BOT_DEFAULT_MODELS`` seat by seat, else ``DEBATE_BOT_DEFAULT_MODEL``;
+- judge: ``--judge``, else the repo config's ``judge``, else
+  ``DEBATE_BOT_DEFAULT_MODEL``, else ``--model``, else the first persona's model.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from dataclasses import dataclass
 from typing import get_args
 
 from bot.commands.plan import Plan
-from bot.config import RepoConfig, Settings
+from bot.config import PersonaConfig, RepoConfig, Settings
+from bot.debate.protocol import next_step
 from bot.debate.routing import base_models, judge_models
 from bot.debate.types import ContextFile, DebateSpec, Mode, PersonaSpec
-from bot.errors import ConfigError
+from bot.errors import ConfigError, ProtocolError
 from bot.llm.router import ModelRouter
 
 NO_MODEL = (
@@ -36,8 +38,8 @@ _CREDENTIALS = {
 
 
 @dataclass(frozen=True)
-class Overrides:
-    """The command-line flags that win over the frontmatter."""
+class Flags:
+    """The command-line flags that win over the frontmatter and the repo config."""
 
     rounds: int | None = None
     mode: Mode | None = None
@@ -56,53 +58,70 @@ def parse_mode(value: str | None) -> Mode | None:
     raise ConfigError(f"--mode must be one of {', '.join(modes)}; got {value!r}")
 
 
-def build_spec(
+def _persona(p: PersonaConfig, model: str | None) -> PersonaSpec:
+    return PersonaSpec(p.name, p.perspective, model or p.model or "", tuple(p.fallbacks))
+
+
+def spec_from_plan(
     plan: Plan,
     *,
     subject: str,
     subject_truncated: bool,
     context_files: tuple[ContextFile, ...],
     warnings: tuple[str, ...],
-    overrides: Overrides,
+    flags: Flags,
+    config: RepoConfig,
     settings: Settings,
     available_providers: frozenset[str],
     seed: str,
 ) -> DebateSpec:
-    model = (overrides.model or "").strip() or None
-    personas = tuple(
-        PersonaSpec(p.name, p.perspective, model or p.model or "", tuple(p.fallbacks))
-        for p in plan.personas
-    )
+    """Flags over the plan's frontmatter over the checkout's ``.github/debate.yml``
+    over the server settings, as the bot weighs a plan against the repo config."""
+    model = (flags.model or "").strip() or None
+    set_by_plan = set(plan.frontmatter_keys)
+    chosen = plan.personas if "personas" in set_by_plan else tuple(config.personas)
+    personas = tuple(_persona(p, model) for p in chosen)
     default_models: tuple[str, ...] = (
         (model,)
         if model
-        else tuple(settings.default_models)
+        else tuple(config.models)
+        or tuple(settings.default_models)
         or ((settings.default_model,) if settings.default_model else ())
     )
-    judge = (overrides.judge or "").strip() or settings.default_model or model or ""
+    judge = (flags.judge or "").strip() or config.judge or settings.default_model or model or ""
     if not judge and not default_models and not any(p.model for p in personas):
         raise ConfigError(NO_MODEL)
     if subject_truncated:
         warnings = (*warnings, "the plan was longer than the subject limit and was truncated")
-    return DebateSpec(
+    spec = DebateSpec(
         mode=plan.mode,
         title=plan.title,
         subject=subject,
         subject_truncated=subject_truncated,
         personas=personas,
         judge=judge,
-        rounds=overrides.rounds or plan.rounds,
-        turn_order="alternating" if overrides.alternating else "parallel",
-        response_scale=plan.response_scale,
-        synthesizer=plan.synthesizer,
+        rounds=flags.rounds or (plan.rounds if "rounds" in set_by_plan else config.rounds),
+        turn_order="alternating" if flags.alternating else config.turn_order,
+        response_scale=(
+            plan.response_scale if "response_scale" in set_by_plan else config.response_scale
+        ),
+        synthesizer=plan.synthesizer if "synthesizer" in set_by_plan else config.synthesizer,
         context_files=context_files,
         warnings=warnings,
-        # The service's default per-run token cap guards a local bill just the same.
-        max_tokens=RepoConfig().max_tokens_per_run,
+        # The service's per-run token cap guards a local bill just the same.
+        max_tokens=config.max_tokens_per_run,
+        voters=tuple(config.voters),
+        tiers=tuple(tuple(t) for t in config.tiers),
+        on_unavailable=config.on_unavailable,
         available_providers=available_providers,
         seed=seed,
         default_models=default_models,
     )
+    try:
+        next_step(spec, ())  # the engine's own checks (persona count, names, rounds)
+    except ProtocolError as exc:
+        raise ConfigError(f"{plan.source}: {exc}") from exc
+    return spec
 
 
 def check_models(spec: DebateSpec, router: ModelRouter) -> tuple[str, ...]:

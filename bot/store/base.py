@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot.errors import StoreError
-from bot.store.engine import READ_ONLY
+from bot.store.engine import READ_ONLY, store_failure
 
 Clock = Callable[[], datetime]
 
@@ -52,8 +52,7 @@ class StoreBase:
         except StoreError:
             raise
         except SQLAlchemyError as exc:
-            # Class name only: driver messages can quote SQL parameters.
-            raise StoreError(f"{op} failed: {type(exc).__name__}") from exc
+            raise store_failure(op, exc) from exc
 
     @contextmanager
     def _write(self, op: str) -> Iterator[Connection]:

@@ -9,12 +9,28 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import StaticPool
 
-from bot.errors import StoreError
+from bot.errors import StoreError, StoreUnavailable
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 # Execution option marking a connection whose transaction only reads; on SQLite
 # it gets a deferred BEGIN instead of BEGIN IMMEDIATE.
 READ_ONLY = "debate_bot_read_only"
+
+
+# The database is down, unreachable, busy or dropped the connection: an outage,
+# waited out. Anything else (a constraint, bad SQL, bad data) is a verdict.
+_OUTAGES = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError)
+
+
+def store_failure(op: str, exc: sa.exc.SQLAlchemyError) -> StoreError:
+    """The store's error for a failed operation: ``StoreUnavailable`` for an
+    outage, else ``StoreError``. Class name only: driver messages can quote SQL
+    parameters."""
+    outage = isinstance(exc, _OUTAGES) or (
+        isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated
+    )
+    kind = StoreUnavailable if outage else StoreError
+    return kind(f"{op} failed: {type(exc).__name__}")
 
 
 def normalize_url(url: str) -> sa.URL:

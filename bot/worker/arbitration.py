@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.commands.parser import Command
-from bot.commands.plan import cap_subject
+from bot.commands.text import cap_subject
 from bot.config import RepoConfig
 from bot.debate.types import ArbitrationContext
 from bot.errors import BotError, ConfigError, GitHubError, TransientGitHubError

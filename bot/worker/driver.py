@@ -1,4 +1,4 @@
-"""Driving one claimed run: engine step → model calls → persisted turns → posts.
+"""Driving one claimed run through ``bot.runner.execute``: persisted turns, posts.
 
 The loop holds no state of its own worth keeping: every turn is saved the
 moment it completes and every post is an idempotent upsert of a pure render,
@@ -14,14 +14,11 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from bot.aio import first_failure
-from bot.debate.protocol import next_step
 from bot.debate.render import render_rounds
 from bot.debate.types import Batch, DebateSpec, Outcome, Turn
-from bot.errors import BotError, Transient
 from bot.github.gateway import InstallationClient
-from bot.llm.router import ModelRouter
 from bot.logs import get_logger
+from bot.runner import Completer, execute
 from bot.store import RunStore
 from bot.store.rows import RunControl, RunRow
 from bot.worker.publish import Publisher
@@ -59,15 +56,20 @@ def digest_number(pairs: list[tuple[int, int]], pair: tuple[int, int]) -> int:
 
 @dataclass
 class RunDriver:
+    """The worker's hooks of ``bot.runner.execute``: store each turn first, check
+    the lease, the cancel flag and the drain between batches, and post the
+    finished rounds' digests while the next batch's calls run."""
+
     store: RunStore
-    router: ModelRouter
+    # Completes one request (``ModelRouter``, or a tool-calling loop around it).
+    models: Completer
     publisher: Publisher
     run: RunRow
     spec: DebateSpec
     # Raises LeaseLost / Cancelled / Draining; given the run's control as the last
     # saved turn read it, or None to read it afresh.
     check_alive: Callable[[RunControl | None], Awaitable[None]]
-    on_turn: Callable[[Turn], None] = lambda turn: None
+    on_stored: Callable[[Turn], None] = lambda turn: None
     # Each round digest as last posted by this driver: every step renders the
     # finished rounds again, and an unchanged one needs no sanitizing, hashing
     # or store lookup (the publisher would find it unchanged, at a cost).
@@ -75,76 +77,39 @@ class RunDriver:
     # The run's lease owner and cancel flag as the batch's last saved turn read
     # them: the check between batches needs no query of its own.
     _control: RunControl | None = field(default=None, init=False)
+    _saved: set[str] = field(default_factory=set, init=False)  # keys stored by this driver
 
     async def drive(self) -> Outcome:
         turns = await anyio.to_thread.run_sync(self.store.load_turns, self.run.id)
-        while True:
-            await self.check_alive(self._control)
-            self._control = None
-            step = next_step(self.spec, turns)
-            if isinstance(step, Outcome):
-                await self._publish_finished_rounds(turns, step)
-                return step
-            await self._publish_while_running(step, turns)
+        return await execute(self.spec, turns, models=self.models, hooks=self)
 
-    async def _publish_while_running(self, batch: Batch, turns: list[Turn]) -> None:
+    async def before_step(self) -> None:
+        control, self._control = self._control, None
+        await self.check_alive(control)
+
+    async def on_turn(self, turn: Turn) -> None:
+        # Persist before anything else: a crash after this line never pays twice.
+        # In a thread (off the event loop); a cancel still waits for the write.
+        saved = await anyio.to_thread.run_sync(self.store.save_turn, self.run.id, turn)
+        self._control = saved.control  # the last save of the batch is read last
+        self._saved.add(turn.key.id())
+        self.on_stored(turn)
+
+    async def alongside(self, finished: Sequence[Turn], step: Batch | Outcome) -> None:
         """Post the rounds that just finished while the next batch's model calls
         run: a digest costs a GitHub round trip (and a paced slot) that the debate
-        need not wait for. A post that fails for good (the issue gone) cancels the
-        calls in flight; one that fails for now (GitHub down or rate-limited) lets
-        them finish and be stored, as they are paid for, and fails the step after
-        them. A failed call lets the post finish, so no comment is left posted but
-        unrecorded. The next step waits for both, so digests still go out in order."""
-        batch_error: Exception | None = None
-        post_error: BotError | None = None
-        posted = anyio.Event()
-        finished = list(turns)  # as they stand now: the batch appends meanwhile
+        need not wait for. The run layer lets a post that fails for now (GitHub
+        down or rate-limited) wait for the calls, as they are paid for, and
+        cancels them for one that fails for good (the issue gone); a failed call
+        lets the post finish, so no comment is left posted but unrecorded. The
+        next step waits for both, so digests still go out in order."""
+        await self._publish_finished_rounds(finished, step)
+        if isinstance(step, Batch) and {r.key.id() for r in step.requests} <= self._saved:
+            # The post outlasted the calls (a paced or rate-limited write): what
+            # the last save read is stale by then; read it afresh.
+            self._control = None
 
-        async def publish() -> None:
-            nonlocal post_error
-            try:
-                await self._publish_finished_rounds(finished, batch)
-            except BotError as exc:
-                if not isinstance(exc, Transient):
-                    raise
-                post_error = exc
-                return
-            posted.set()
-
-        with first_failure():
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(publish)
-                try:
-                    await self._run_batch(batch, turns)
-                except Exception as exc:
-                    batch_error = exc
-                if not posted.is_set():
-                    # The post outlasted the calls (a paced or rate-limited write):
-                    # what the last save read is stale by then; read it afresh.
-                    self._control = None
-        if batch_error is not None:
-            raise batch_error
-        if post_error is not None:
-            raise post_error
-
-    async def _run_batch(self, batch: Batch, turns: list[Turn]) -> None:
-        async def one(index: int) -> None:
-            turn = await self.router.complete(batch.requests[index])
-            # Persist before anything else: a crash after this line never pays twice.
-            # In a thread (off the event loop); a cancel still waits for the write.
-            saved = await anyio.to_thread.run_sync(self.store.save_turn, self.run.id, turn)
-            self._control = saved.control  # the last save of the batch is read last
-            turns.append(turn)
-            self.on_turn(turn)
-
-        # A store or GitHub error in one request surfaces as itself: the worker
-        # tells an outage (resume later) from a broken run by its type.
-        with first_failure():
-            async with anyio.create_task_group() as tg:
-                for i in range(len(batch.requests)):
-                    tg.start_soon(one, i)
-
-    async def _publish_finished_rounds(self, turns: list[Turn], step: Batch | Outcome) -> None:
+    async def _publish_finished_rounds(self, turns: Sequence[Turn], step: Batch | Outcome) -> None:
         pairs = persona_rounds(turns)
         if not pairs:
             return

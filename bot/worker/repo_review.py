@@ -16,7 +16,7 @@ import anyio
 
 from bot.brief import Brief, build_brief, parse_git_tree, plan_fetches
 from bot.commands.parser import Command
-from bot.commands.plan import cap_subject
+from bot.commands.text import cap_subject
 from bot.config import RepoConfig
 from bot.debate.types import Finding
 from bot.errors import ConfigError, GitHubError, TransientGitHubError

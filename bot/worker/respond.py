@@ -14,10 +14,11 @@ from typing import TypedDict
 
 from bot.aio import both
 from bot.commands.parser import Command, parse_command, usage_text
-from bot.commands.plan import cap_subject, choose_mode
+from bot.commands.plan import choose_mode
+from bot.commands.text import cap_subject
 from bot.config import RepoConfig
 from bot.debate.types import ArbitrationContext, DebateSpec, Mode
-from bot.errors import ActiveRunExists, BotError, ConfigError, QuotaSpent, UsageError
+from bot.errors import ActiveRun, ActiveRunExists, BotError, ConfigError, QuotaSpent, UsageError
 from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
 from bot.store import Quota, RunRow
@@ -302,7 +303,9 @@ class Responder:
         if link_from is not None:  # a one-off reply: the run's own markers live on the new issue
             await self.reply(gh, link_from, f"Debating this in #{origin.issue_number}.")
 
-    async def already_running(self, gh: InstallationClient, origin: Origin, active: RunRow) -> None:
+    async def already_running(
+        self, gh: InstallationClient, origin: Origin, active: ActiveRun
+    ) -> None:
         where = f"#{active.issue_number}"
         await self.reply(
             gh,

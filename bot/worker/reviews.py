@@ -30,7 +30,8 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from bot.commands.parser import Command
-from bot.commands.plan import Plan, assemble_context, cap_subject, check_ref, parse_plan
+from bot.commands.plan import Plan, parse_plan
+from bot.commands.text import assemble_context, cap_subject, check_ref
 from bot.config import RepoConfig
 from bot.debate.revision import changed_lines, revised_plan, strip_marks
 from bot.debate.types import PersonaSpec

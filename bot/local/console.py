@@ -1,12 +1,10 @@
-"""`debate-bot run FILE`: debate a markdown file locally and write a transcript.
+"""`debate-bot run FILE` and `review [PATH]`: the console around ``prepare``
+(bot/local/prepare.py) and ``bot.runner.execute``.
 
-- The plan is FILE, else ``.github/debate.md`` in the current directory (or its
-  repository root); with neither, a minimal example goes to stderr (exit 2).
-- ``@path`` references resolve against the repository root: the nearest
-  directory above the plan holding ``.git``, else the current directory.
-- The transcript goes to ``--output-dir``, else the frontmatter's ``output_dir``
-  (relative to the repository root, and inside it even after symlinks), else
-  ``./debates`` under the current directory, as ``debate-YYYY-MM-DD-HHMMSS.md``;
+- The plan is FILE (``-``: standard input), else ``.github/debate.md`` in the
+  current directory (or its repository root); with neither, a minimal example
+  goes to stderr (exit 2).
+- The transcript goes to the prepared folder as ``debate-YYYY-MM-DD-HHMMSS.md``;
   its path is the only line on stdout. Progress goes to stderr.
 - Exit codes: 0 done, 1 the debate aborted (the transcript is still written),
   2 a usage or configuration error (``ConfigError``, printed by the CLI),
@@ -15,41 +13,31 @@
 
 from __future__ import annotations
 
-import posixpath
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 from rich.console import Console
 from rich.text import Text
 
-from bot.brief import build_brief, plan_fetches
-from bot.brief.local import read_text, read_tree
-from bot.commands.plan import Plan, cap_subject, parse_plan
-from bot.config import RepoConfig, Settings
+from bot.config import Settings
 from bot.debate.render import render_transcript
-from bot.debate.types import ContextFile, DebateSpec, Outcome, SubjectKind, Turn
+from bot.debate.types import DebateSpec, Mode, Outcome, Turn
 from bot.errors import ConfigError
 from bot.llm.router import ModelRouter
 from bot.local.dry_run import format_plan, simulate
-from bot.local.execute import Progress, run_debate, step_label
-from bot.local.files import (
-    DEFAULT_PLAN,
-    EXAMPLE_PLAN,
-    display_name,
-    find_default_plan,
-    load_refs,
-    read_plan,
-    repo_root,
-)
+from bot.local.files import DEFAULT_PLAN, EXAMPLE_PLAN, find_default_plan
 from bot.local.log_setup import cli_logging
-from bot.local.spec import Overrides, build_spec, check_models, parse_mode
+from bot.local.prepare import STDIN, Prepared, prepare_review, prepare_run
+from bot.local.progress import Progress, step_label
+from bot.local.spec import Flags, check_models, parse_mode
 from bot.redact import redact_secrets
-
-DEFAULT_OUTPUT_DIR = Path("debates")
+from bot.runner import execute
 
 EXIT_OK, EXIT_ABORTED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -72,21 +60,6 @@ class LocalOptions:
     output_dir: Path | None = None
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """Everything read from disk before any model is called."""
-
-    source: str
-    plan: Plan
-    subject: str
-    truncated: bool
-    context: tuple[ContextFile, ...]
-    warnings: tuple[str, ...]
-    output_dir: Path
-    subject_kind: SubjectKind = "plan"
-    title: str = ""  # instead of the plan's, for a repository review
-
-
 def run_local(
     settings: Settings,
     options: LocalOptions,
@@ -94,24 +67,24 @@ def run_local(
     clock: Callable[[], datetime] = datetime.now,
 ) -> int:
     """Run the debate; return the exit code. Raises ConfigError (exit 2) for
-    problems with the plan, its references, the flags or the model setup."""
+    problems with the plan, its references, the repo config, the flags or the
+    model setup."""
     cwd = Path.cwd()
     path = options.file if options.file is not None else find_default_plan(cwd)
     if path is None:
         sys.stderr.write(
             f"No plan file given, and there is no {DEFAULT_PLAN.as_posix()} here.\n"
             f"Create {DEFAULT_PLAN.as_posix()} (or any markdown file) like this, then run "
-            "`debate-bot run [FILE]`:\n\n" + EXAMPLE_PLAN
+            "`debate-bot run [FILE]` (or pipe it to `debate-bot run -`):\n\n" + EXAMPLE_PLAN
         )
         return EXIT_USAGE
-    overrides = Overrides(
-        rounds=options.rounds,
-        mode=parse_mode(options.mode),
-        model=options.model,
-        judge=options.judge,
-        alternating=options.alternating,
+    prepare = functools.partial(
+        prepare_run,
+        path,
+        _flags(options, parse_mode(options.mode)),
+        stdin=sys.stdin.buffer if path == STDIN else None,
     )
-    return _start(settings, options, overrides, _prepare(path, options, overrides, cwd), clock)
+    return _start(settings, options, prepare, clock)
 
 
 def review_local(
@@ -123,171 +96,96 @@ def review_local(
 ) -> int:
     """`debate-bot review [PATH]`: a design review of a checkout (or one folder of
     it) from its repository brief, like `/debate review` on GitHub."""
-    if not target.is_dir():
-        raise ConfigError(f"{target}: not a folder; `debate-bot run FILE` reviews a plan file")
-    overrides = Overrides(
+    prepare = functools.partial(prepare_review, target, _flags(options, "critique"))
+    return _start(settings, options, prepare, clock)
+
+
+def _flags(options: LocalOptions, mode: Mode | None) -> Flags:
+    return Flags(
         rounds=options.rounds,
-        mode="critique",
+        mode=mode,
         model=options.model,
         judge=options.judge,
         alternating=options.alternating,
     )
-    return _start(settings, options, overrides, _prepare_review(target, options), clock)
+
+
+class Prepare(Protocol):
+    """``prepare_run`` or ``prepare_review`` with the target and flags bound."""
+
+    def __call__(
+        self,
+        *,
+        settings: Settings,
+        available_providers: frozenset[str],
+        seed: str,
+        cwd: Path,
+        output_dir: Path | None,
+    ) -> Prepared: ...
 
 
 def _start(
-    settings: Settings,
-    options: LocalOptions,
-    overrides: Overrides,
-    prepared: Prepared,
-    clock: Callable[[], datetime],
+    settings: Settings, options: LocalOptions, prepare: Prepare, clock: Callable[[], datetime]
 ) -> int:
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     started_at = clock()
     try:
         with cli_logging(settings):
-            return anyio.run(_run, settings, options, overrides, prepared, console, started_at)
+            return anyio.run(_run, settings, options, prepare, console, started_at)
     except KeyboardInterrupt:
         console.print("interrupted; no transcript was written", style="red")
         return EXIT_INTERRUPTED
 
 
-def _prepare(path: Path, options: LocalOptions, overrides: Overrides, cwd: Path) -> Prepared:
-    source = display_name(path, cwd)
-    plan = parse_plan(read_plan(path, source), source=source, mode=overrides.mode)
-    root = repo_root(path)
-    subject, truncated = cap_subject(plan.body)
-    context, warnings = load_refs(plan.refs, root, plan.body, plan.context_budget_kb)
-    return Prepared(
-        source=source,
-        plan=plan,
-        subject=subject,
-        truncated=truncated,
-        context=context,
-        warnings=warnings,
-        output_dir=_output_dir(options, plan, root),
-    )
-
-
-def _prepare_review(target: Path, options: LocalOptions) -> Prepared:
-    found = repo_root(target)
-    # Outside a git checkout the folder itself is the repository.
-    root = found if (found / ".git").exists() else target.resolve()
-    scope = target.resolve().relative_to(root).as_posix() if target.resolve() != root else ""
-    entries = read_tree(root)
-    label = "the working tree"
-    paths = plan_fetches(entries, scope, ref=label)
-    contents = {p: read_text(root, p) for p in paths}
-    brief = build_brief(
-        entries,
-        scope,
-        contents,
-        budget_kb=RepoConfig().context_budget_kb,
-        ref=label,
-        repo=root.name,
-    )
-    subject, truncated = cap_subject(brief.subject_text())
-    return Prepared(
-        source=brief.title,
-        plan=parse_plan(subject, source=brief.title, mode="critique"),
-        subject=subject,
-        truncated=truncated,
-        context=brief.files,
-        warnings=(*brief.audit_warnings(), *(("subject truncated",) if truncated else ())),
-        output_dir=options.output_dir or DEFAULT_OUTPUT_DIR,
-        subject_kind="repository",
-        title=brief.title,
-    )
-
-
-def _output_dir(options: LocalOptions, plan: Plan, root: Path) -> Path:
-    if options.output_dir is not None:
-        return options.output_dir
-    if plan.output_dir:
-        # A plan may come from someone else: it may only name a place in the repository.
-        raw = plan.output_dir.strip().replace("\\", "/")
-        norm = posixpath.normpath(raw) if raw else "."
-        if raw.startswith(("/", "~")) or norm == ".." or norm.startswith("../"):
-            raise ConfigError(
-                f"{plan.source}: output_dir {plan.output_dir!r} must be a relative path inside "
-                "the repository; use --output-dir for any other place"
-            )
-        return _inside_root(root / norm, root, plan)
-    return DEFAULT_OUTPUT_DIR
-
-
-def _inside_root(directory: Path, root: Path, plan: Plan) -> Path:
-    """``directory`` with symlinks resolved, if that is still inside ``root``.
-
-    The lexical check is not enough: ``docs -> /elsewhere`` in the repository would
-    carry the transcript out. Resolving follows links through the existing part of
-    the path (even dangling ones); the rest is appended as written.
-    """
-    try:
-        resolved = directory.resolve()
-    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop
-        raise ConfigError(
-            f"{plan.source}: output_dir {plan.output_dir!r} cannot be resolved: {exc}"
-        ) from None
-    if not resolved.is_relative_to(root.resolve()):
-        raise ConfigError(
-            f"{plan.source}: output_dir {plan.output_dir!r} leads outside the repository "
-            f"(to {resolved}) through a symbolic link; use --output-dir for any other place"
-        )
-    return resolved
-
-
 async def _run(
     settings: Settings,
     options: LocalOptions,
-    overrides: Overrides,
-    prepared: Prepared,
+    prepare: Prepare,
     console: Console,
     started_at: datetime,
 ) -> int:
     async with ModelRouter(settings) as router:
-        spec = build_spec(
-            prepared.plan,
-            subject=prepared.subject,
-            subject_truncated=prepared.truncated,
-            context_files=prepared.context,
-            warnings=prepared.warnings,
-            overrides=overrides,
+        prepared = prepare(
             settings=settings,
             available_providers=router.available_providers(),
             seed=started_at.strftime("%Y%m%d%H%M%S"),
+            cwd=Path.cwd(),
+            output_dir=options.output_dir,
         )
-        spec = replace(spec, subject_kind=prepared.subject_kind, title=prepared.title or spec.title)
+        spec = prepared.spec
         if options.dry_run:
-            return _dry_run(spec, router, prepared.source)
+            return await _dry_run(spec, router, prepared.source)
         for note in check_models(spec, router):
             console.print(f"note: {note}", style="yellow", markup=False)
         _mkdir(prepared.output_dir)
         _announce(console, spec, prepared)
         progress = Progress(console)
-        turns, outcome = await run_debate(spec, router, progress)
+        try:
+            outcome = await execute(spec, (), models=router, hooks=progress)
+        finally:
+            progress.close()
     path = _write_transcript(
         prepared.output_dir,
         started_at,
         render_transcript(
             spec,
-            turns,
+            progress.turns,
             outcome,
             date=started_at.strftime("%Y-%m-%d %H:%M:%S"),
             plan=prepared.source,
         ),
     )
-    return _report(console, outcome, turns, progress.elapsed(), path)
+    return _report(console, outcome, progress.turns, progress.elapsed(), path)
 
 
-def _dry_run(spec: DebateSpec, router: ModelRouter, source: str) -> int:
+async def _dry_run(spec: DebateSpec, router: ModelRouter, source: str) -> int:
     notes: list[str] = []
     try:
         notes += check_models(spec, router)
     except ConfigError as exc:
         notes.append(f"{exc.public} (a real run would stop here)")
     # Plan with the models as configured, not as rerouted for missing credentials.
-    batches, outcome = simulate(replace(spec, available_providers=frozenset()))
+    batches, outcome = await simulate(replace(spec, available_providers=frozenset()))
     sys.stdout.write(format_plan(spec, batches, outcome, source=source, notes=notes))
     return EXIT_OK
 
