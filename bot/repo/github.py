@@ -117,7 +117,7 @@ async def fetch_snapshot(gh: GitHubFiles, ref: RepoRef, limits: ReaderLimits) ->
             done = await anyio.to_thread.run_sync(
                 lambda: unpack_into(snap, archive, max_unpacked=bound)
             )
-            if done.complete:
+            if done.complete and not snap.lacking():
                 snap.seal()
             log.info(
                 "repo.snapshot_archive",

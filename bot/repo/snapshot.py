@@ -330,6 +330,16 @@ class Snapshot:
             if e.kind == "file" and p.startswith(prefix):
                 yield e
 
+    def lacking(self) -> int:
+        """Files with no content held and symlinks with no target: what an archive
+        that was meant to bring everything did not bring."""
+        return sum(
+            1
+            for e in self._entries.values()
+            if (e.kind == "file" and e.path not in self._text and e.path not in self._binary)
+            or (e.kind == "link" and e.path not in self._links)
+        )
+
     def unheld(self, entries: Iterable[Entry]) -> list[Entry]:
         return [e for e in entries if e.path not in self._text and e.path not in self._binary]
 

@@ -2156,6 +2156,7 @@ class FakeGitHub:
                 }
             )
 
+        github_archive.install(app, self)
         return app
 
     def _gql_threads(self, installation: int, query: str, variables: dict[str, Any]) -> Any:
