@@ -51,6 +51,18 @@ class ReaderLimits:
     timeout_s: float = 60.0  # the archive download and unpacking, together
 
 
+def html_url(api_url: str, repo: str) -> str:
+    """The repository's page, base of permalinks: ``https://api.github.com`` →
+    ``https://github.com/owner/name``; a GHES ``https://host/api/v3`` →
+    ``https://host/owner/name``."""
+    base = api_url.rstrip("/")
+    if base.endswith("/api/v3"):
+        base = base[: -len("/api/v3")]
+    elif base.startswith("https://api.github.com"):
+        base = "https://github.com"
+    return f"{base}/{repo}"
+
+
 def tree_entries(tree: dict[str, Any]) -> tuple[list[Entry], bool]:
     """A git-trees answer as snapshot entries, and whether GitHub cut it. Entries
     whose path is not clean are dropped (a tree object can hold any name)."""

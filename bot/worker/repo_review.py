@@ -85,7 +85,9 @@ async def review_repository(
     extras: TriggerExtras = {"review": review}
     if previous_run is not None:
         extras["previous_review"] = previous_run
-    return await r.start(gh, origin, config, cmd, subject, mode="critique", extras=extras)
+    return await r.start(
+        gh, origin, config, cmd, subject, mode="critique", extras=extras, commit=sha or None
+    )
 
 
 def _under(path: str, folders: tuple[str, ...]) -> bool:

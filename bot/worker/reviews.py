@@ -49,6 +49,7 @@ from bot.worker.routes import Router
 from bot.worker.specs import Overrides, Subject
 
 log = get_logger(__name__)
+_SHA = re.compile(r"[0-9a-f]{40}")
 
 ReviewStart = Literal["started", "rejected", "refused"]
 MAX_PLAN_BYTES = 1024 * 1024
@@ -215,6 +216,8 @@ async def review_plan(
         mode="critique",
         overrides=_overrides(plan),
         extras={**(extras or {}), "review": review},
+        # The commit the plan was read at; a branch name is pinned by ``start``.
+        commit=ref if _SHA.fullmatch(ref) else None,
     )
     started = await r.started(origin) is not None
     return "started" if started else "refused"
