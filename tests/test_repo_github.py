@@ -18,7 +18,7 @@ from bot.github.gateway import GitHubGateway
 from bot.repo.cache import SnapshotCache
 from bot.repo.github import GitHubReader, ReaderLimits
 from bot.repo.snapshot import Limits, Snapshot
-from bot.repo.tools import ToolCaps, run_tool
+from bot.repo.tools import ToolAnswer, ToolCaps, run_tool
 from tests.fakes.github_server import FakeGitHub
 from tests.harness.service import APP_ID, INSTALLATION, rsa_keypair
 
@@ -35,7 +35,7 @@ def keys() -> tuple[str, str]:
 
 
 @pytest.fixture(params=["", "/api/v3"], ids=["github.com", "ghes"])
-def fake(request: pytest.FixtureRequest, keys: tuple[str, str]):  # type: ignore[no-untyped-def]
+def fake(request: pytest.FixtureRequest, keys: tuple[str, str]):
     with FakeGitHub(app_id=APP_ID, public_key_pem=keys[1], api_prefix=request.param) as gh:
         gh.add_repo(REPO, installation_id=INSTALLATION)
         gh.put_file(REPO, "src/limits.py", "MAX_RETRIES = 3\n")
@@ -78,7 +78,11 @@ def tool(snap: Snapshot, name: str, **args: object) -> str:
     return answer.text
 
 
-def test_the_archive_serves_the_pinned_head_in_two_requests(fake, keys) -> None:  # type: ignore[no-untyped-def]
+def refused(snap: Snapshot, path: str) -> ToolAnswer:
+    return anyio.run(lambda: run_tool(snap, "read_file", json.dumps({"path": path}), ToolCaps()))
+
+
+def test_the_archive_serves_the_pinned_head_in_two_requests(fake, keys) -> None:
     head = fake.head_sha(REPO, 1)
     fake.reset_requests()
     snap, _ = snapshot_of(fake, keys, head)
@@ -96,14 +100,14 @@ def test_the_archive_serves_the_pinned_head_in_two_requests(fake, keys) -> None:
     assert snap.complete and snap.commit == head
 
 
-def test_the_default_branch_is_read_at_its_own_commit(fake, keys) -> None:  # type: ignore[no-untyped-def]
+def test_the_default_branch_is_read_at_its_own_commit(fake, keys) -> None:
     main = fake.branches(REPO)["main"]
     snap, _ = snapshot_of(fake, keys, main)
     assert tool(snap, "read_file", path="src/limits.py") == "1: MAX_RETRIES = 3"
     assert "src/new.py" not in tool(snap, "list_files", path="src")
 
 
-def test_past_the_archive_size_files_are_read_lazily_once(fake, keys) -> None:  # type: ignore[no-untyped-def]
+def test_past_the_archive_size_files_are_read_lazily_once(fake, keys) -> None:
     head = fake.head_sha(REPO, 1)
     fake.reset_requests()
     snap, _ = snapshot_of(fake, keys, head, ReaderLimits(archive_max_bytes=10))
@@ -118,14 +122,14 @@ def test_past_the_archive_size_files_are_read_lazily_once(fake, keys) -> None:  
     assert snap.file_lines("src/new.py") == ["NEW = True"]
 
 
-def test_a_lazy_search_over_too_much_is_refused_with_advice(fake, keys) -> None:  # type: ignore[no-untyped-def]
+def test_a_lazy_search_over_too_much_is_refused_with_advice(fake, keys) -> None:
     limits = ReaderLimits(snapshot=Limits(search_fetch_files=1), archive_max_bytes=10)
     snap, _ = snapshot_of(fake, keys, fake.head_sha(REPO, 1), limits)
     answer = anyio.run(lambda: run_tool(snap, "search_code", '{"pattern": "x"}', ToolCaps()))
     assert answer.is_error and "give `path` a folder with at most 1 files" in answer.text
 
 
-def test_an_archive_past_its_byte_bound_falls_back_to_lazy_reads(fake, keys) -> None:  # type: ignore[no-untyped-def]
+def test_an_archive_past_its_byte_bound_falls_back_to_lazy_reads(fake, keys) -> None:
     head = fake.head_sha(REPO, 1)
     fake.archives[(REPO, head)] = b"\x1f\x8b" + b"x" * 4096  # larger than the tree says
     snap, _ = snapshot_of(fake, keys, head, ReaderLimits(archive_max_bytes=200))
@@ -133,7 +137,7 @@ def test_an_archive_past_its_byte_bound_falls_back_to_lazy_reads(fake, keys) -> 
     assert tool(snap, "read_file", path="README.md") == "1: # Widgets"
 
 
-def test_an_empty_repository_is_an_empty_snapshot(fake, keys) -> None:  # type: ignore[no-untyped-def]
+def test_an_empty_repository_is_an_empty_snapshot(fake, keys) -> None:
     fake.add_repo("acme/empty", installation_id=INSTALLATION)
     root = fake.branches("acme/empty")["main"]
 
@@ -151,7 +155,7 @@ def test_an_empty_repository_is_an_empty_snapshot(fake, keys) -> None:  # type: 
     assert answer.is_error and "does not exist" in answer.text
 
 
-def test_symlinks_and_submodules_from_the_tree_and_the_archive(fake, keys) -> None:  # type: ignore[no-untyped-def]
+def test_symlinks_and_submodules_from_the_tree_and_the_archive(fake, keys) -> None:
     fake.put_file(REPO, "docs/limits", "../src/limits.py")
     fake.set_mode(REPO, "docs/limits", "120000")
     fake.put_file(REPO, "escape", "../../../etc/passwd")
@@ -165,14 +169,12 @@ def test_symlinks_and_submodules_from_the_tree_and_the_archive(fake, keys) -> No
         snap, _ = snapshot_of(fake, keys, main, limits)
         assert tool(snap, "read_file", path="docs/limits") == "1: MAX_RETRIES = 3"
         for path, says in (("escape", "outside"), ("loop", "loop"), ("ext/lib", "submodule")):
-            answer = anyio.run(
-                lambda p=path: run_tool(snap, "read_file", json.dumps({"path": p}), ToolCaps())
-            )
+            answer = refused(snap, path)
             assert answer.is_error and says in answer.text, answer.text
         assert "ext/lib (submodule, not readable)" in tool(snap, "list_files", path="ext")
 
 
-def test_a_crafted_archive_cannot_escape_or_add_files(fake, keys) -> None:  # type: ignore[no-untyped-def]
+def test_a_crafted_archive_cannot_escape_or_add_files(fake, keys) -> None:
     head = fake.head_sha(REPO, 1)
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:gz") as tar:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import os
 import secrets
 import shutil
@@ -14,11 +15,14 @@ from pathlib import Path
 import anyio
 import pytest
 
+from bot.debate.types import DebateSpec, RepoRef
 from bot.repo.archive import unpack_into
 from bot.repo.cache import SnapshotCache
+from bot.repo.github import html_url
 from bot.repo.local import checkout_at, head_commit, open_checkout
 from bot.repo.snapshot import Entry, Limits, Snapshot
 from bot.repo.tools import ToolCaps, run_tool
+from bot.store.codec import spec_from_json, spec_to_json
 from tests.harness.repo import COMMIT, HTML_URL
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -105,7 +109,7 @@ def test_runs_on_one_commit_share_one_fetch_and_eviction_goes_by_size() -> None:
     cache = SnapshotCache(max_bytes=10_000)
     builds: list[str] = []
 
-    def builder(name: str, size: int):  # type: ignore[no-untyped-def]
+    def builder(name: str, size: int):
         async def build() -> Snapshot:
             builds.append(name)
             await anyio.sleep(0.01)  # runs arrive while the fetch is in flight
@@ -233,7 +237,12 @@ def test_the_local_reader_never_reads_an_ignored_or_untracked_file(checkout: Pat
     snap = open_checkout(checkout)
     listing, _ = tool(snap, "list_files", '{"path": ""}')
     # The tracked symlinks are listed with their targets (tracked text); nothing else.
-    assert listing.splitlines() == [".gitignore", "env_link -> .env", "secret_link -> secret.txt", "src/"]
+    assert listing.splitlines() == [
+        ".gitignore",
+        "env_link -> .env",
+        "secret_link -> secret.txt",
+        "src/",
+    ]
     for path in (".env", "secret.txt", "notes.md", "env_link", "secret_link"):
         text, error = tool(snap, "read_file", f'{{"path": "{path}"}}')
         assert error and "SECRET" not in text, path
@@ -249,7 +258,9 @@ def test_the_local_reader_never_reads_an_ignored_or_untracked_file(checkout: Pat
 def test_action_mode_reads_the_checkout_only_at_the_pinned_commit(checkout: Path) -> None:
     head = head_commit(checkout)
     assert head is not None
-    snap = checkout_at(checkout, repo="acme/shop", commit=head, html_url="https://github.com/acme/shop")
+    snap = checkout_at(
+        checkout, repo="acme/shop", commit=head, html_url="https://github.com/acme/shop"
+    )
     assert snap is not None and snap.html_url == "https://github.com/acme/shop"
     assert checkout_at(checkout, repo="acme/shop", commit="f" * 40, html_url="") is None
 
@@ -284,3 +295,14 @@ def test_bot_repo_imports_no_llm_worker_or_store() -> None:
             )
             for name in names:
                 assert not name.startswith(banned), f"{path} imports {name}"
+
+
+def test_the_pinned_commit_is_stored_with_the_spec_and_old_specs_still_load() -> None:
+    ref = RepoRef("acme/widgets", COMMIT, HTML_URL)
+    spec = DebateSpec(mode="debate", title="t", subject="s", repo_ref=ref)
+    assert spec_from_json(spec_to_json(spec)).repo_ref == ref
+    old = json.loads(spec_to_json(DebateSpec(mode="debate", title="t", subject="s")))
+    del old["repo_ref"]  # written before the field existed
+    assert spec_from_json(json.dumps(old)).repo_ref is None
+    assert html_url("https://api.github.com", "acme/widgets") == HTML_URL
+    assert html_url("https://ghe.example.com/api/v3/", "acme/w") == "https://ghe.example.com/acme/w"

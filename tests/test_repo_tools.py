@@ -41,11 +41,11 @@ MODES = {
 
 
 @pytest.fixture(scope="module")
-def snap():  # type: ignore[no-untyped-def]
+def snap():
     return archived(FILES, MODES)
 
 
-def call(snap, name: str, args: object, caps: ToolCaps | None = None) -> ToolAnswer:  # type: ignore[no-untyped-def]
+def call(snap, name: str, args: object, caps: ToolCaps | None = None) -> ToolAnswer:
     raw = args if isinstance(args, str) else json.dumps(args)
     return anyio.run(lambda: run_tool(snap, name, raw, caps or ToolCaps()))
 
@@ -58,14 +58,16 @@ def test_the_schemas_are_the_contract() -> None:
     assert TOOL_SCHEMAS["search_code"]["required"] == ["pattern"]
 
 
-def test_list_files_root_and_folder(snap) -> None:  # type: ignore[no-untyped-def]
+def test_list_files_root_and_folder(snap) -> None:
     root = call(snap, "list_files", {"path": ""})
     assert not root.is_error and root.path is None
     lines = root.text.splitlines()
     assert "src/" in lines and "docs/" in lines and "README.md" in lines
     assert "link_ok -> src/util.py" in lines
     assert "vendor/" in lines
-    assert call(snap, "list_files", {"path": "vendor"}).text == "vendor/lib (submodule, not readable)"
+    assert (
+        call(snap, "list_files", {"path": "vendor"}).text == "vendor/lib (submodule, not readable)"
+    )
     src = call(snap, "list_files", {"path": "./src/"}).text.splitlines()
     assert src == ["src/app.py", "src/empty.py", "src/util.py"]
     # A folder through a symlink is listed at its real place.
@@ -73,13 +75,13 @@ def test_list_files_root_and_folder(snap) -> None:  # type: ignore[no-untyped-de
     assert root.bytes_read == len(root.text.encode())
 
 
-def test_list_files_is_capped_and_says_so(snap) -> None:  # type: ignore[no-untyped-def]
+def test_list_files_is_capped_and_says_so(snap) -> None:
     answer = call(snap, "list_files", {"path": ""}, ToolCaps(max_entries=3))
     lines = answer.text.splitlines()
     assert len(lines) == 4 and lines[-1].startswith("[cut: 3 of ")
 
 
-def test_read_file_numbers_lines_and_pages(snap) -> None:  # type: ignore[no-untyped-def]
+def test_read_file_numbers_lines_and_pages(snap) -> None:
     answer = call(snap, "read_file", {"path": "src/util.py"})
     assert answer.text.splitlines() == [
         "1: def helper():",
@@ -142,14 +144,14 @@ def test_read_file_numbers_lines_and_pages(snap) -> None:  # type: ignore[no-unt
         ("run_shell", {"cmd": "ls"}, "there is no tool"),
     ],
 )
-def test_every_refusal_is_an_error_answer(snap, name: str, args: object, says: str) -> None:  # type: ignore[no-untyped-def]
+def test_every_refusal_is_an_error_answer(snap, name: str, args: object, says: str) -> None:
     answer = call(snap, name, args)
     assert answer.is_error, answer.text
     assert says in answer.text
     assert answer.path is None and answer.bytes_read == len(answer.text.encode())
 
 
-def test_search_code_answers_path_line_text(snap) -> None:  # type: ignore[no-untyped-def]
+def test_search_code_answers_path_line_text(snap) -> None:
     answer = call(snap, "search_code", {"pattern": r"MAX_RETRIES\b"})
     assert answer.text.splitlines() == [
         "src/util.py:2:     return MAX_RETRIES",
@@ -160,7 +162,11 @@ def test_search_code_answers_path_line_text(snap) -> None:  # type: ignore[no-un
     none = call(snap, "search_code", {"pattern": "zebra"})
     assert not none.is_error and none.text.startswith("no match for /zebra/")
     many = call(snap, "search_code", {"pattern": "^line"}, ToolCaps(max_matches=3)).text
-    assert many.splitlines()[:3] == ["src/app.py:1: line 1", "src/app.py:2: line 2", "src/app.py:3: line 3"]
+    assert many.splitlines()[:3] == [
+        "src/app.py:1: line 1",
+        "src/app.py:2: line 2",
+        "src/app.py:3: line 3",
+    ]
     assert "[cut: stopped at 3 matches" in many
     # A binary is never searched (its bytes would be noise, or worse).
     assert "no match" in call(snap, "search_code", {"pattern": "PNG"}).text
@@ -172,7 +178,9 @@ def test_a_catastrophic_pattern_runs_in_linear_time() -> None:
     regex = compile_pattern("(a+)+$")
     data = b"a" * 50_000 + b"b"
     result: list[object] = []
-    worker = threading.Thread(target=lambda: result.append(search(regex, [("x", data)], max_matches=5)))
+    worker = threading.Thread(
+        target=lambda: result.append(search(regex, [("x", data)], max_matches=5))
+    )
     worker.start()
     worker.join(timeout=60)  # a bound on correctness, not a timing: RE2 takes microseconds
     assert not worker.is_alive() and result
@@ -193,7 +201,7 @@ def test_the_search_deadline_stops_between_files() -> None:
     assert found.cut.startswith("the search took longer") and len(found.lines) < 10
 
 
-def test_file_lines_for_citations(snap) -> None:  # type: ignore[no-untyped-def]
+def test_file_lines_for_citations(snap) -> None:
     assert snap.file_lines("src/util.py")[3] == "MAX_RETRIES = 3"  # CRLF's CR dropped
     assert snap.file_lines("link_ok") == snap.file_lines("src/util.py")
     assert snap.file_lines("missing.py") is None

@@ -19,7 +19,8 @@ and docs/architecture.md "Repository snapshots"):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
@@ -28,6 +29,7 @@ from bot.debate.types import RepoRef
 from bot.logs import get_logger
 from bot.repo.archive import unpack_into
 from bot.repo.cache import SnapshotCache
+from bot.repo.local import checkout_at
 from bot.repo.paths import PathRefused, clean_path
 from bot.repo.snapshot import Entry, Limits, Snapshot
 
@@ -46,7 +48,7 @@ class GitHubFiles(Protocol):
 
 @dataclass(frozen=True)
 class ReaderLimits:
-    snapshot: Limits = Limits()
+    snapshot: Limits = field(default_factory=Limits)
     archive_max_bytes: int = 64 * 1024 * 1024
     timeout_s: float = 60.0  # the archive download and unpacking, together
 
@@ -144,10 +146,45 @@ async def fetch_snapshot(gh: GitHubFiles, ref: RepoRef, limits: ReaderLimits) ->
 class GitHubReader:
     """Snapshots of GitHub commits for one process, shared through ``cache``."""
 
-    def __init__(self, cache: SnapshotCache, limits: ReaderLimits | None = None) -> None:
+    def __init__(
+        self,
+        cache: SnapshotCache,
+        limits: ReaderLimits | None = None,
+        *,
+        checkout: Path | None = None,
+    ) -> None:
         self.cache = cache
         self.limits = limits or ReaderLimits()
+        # Action mode: the job's checkout, read instead of GitHub when its HEAD is
+        # the pinned commit (a PR job checks out a merge commit: GitHub then).
+        self.checkout = checkout
+
+    @classmethod
+    def from_settings(
+        cls, *, cache_mb: int, archive_max_mb: int, timeout_s: float, checkout: Path | None = None
+    ) -> GitHubReader:
+        """``DEBATE_BOT_REPO_SNAPSHOT_CACHE_MB``, ``…_REPO_ARCHIVE_MAX_MB``,
+        ``…_REPO_FETCH_TIMEOUT_S`` (passed by the process wiring)."""
+        mb = 1024 * 1024
+        limits = ReaderLimits(archive_max_bytes=archive_max_mb * mb, timeout_s=timeout_s)
+        return cls(SnapshotCache(cache_mb * mb), limits, checkout=checkout)
 
     async def snapshot(self, gh: GitHubFiles, ref: RepoRef) -> Snapshot:
         key = SnapshotCache.key(ref.repo, ref.commit)
-        return await self.cache.get(key, lambda: fetch_snapshot(gh, ref, self.limits))
+        return await self.cache.get(key, lambda: self._build(gh, ref))
+
+    async def _build(self, gh: GitHubFiles, ref: RepoRef) -> Snapshot:
+        checkout = self.checkout
+        if checkout is not None:
+            local = await anyio.to_thread.run_sync(
+                lambda: checkout_at(
+                    checkout,
+                    repo=ref.repo,
+                    commit=ref.commit,
+                    html_url=ref.html_url,
+                    limits=self.limits.snapshot,
+                )
+            )
+            if local is not None:
+                return local
+        return await fetch_snapshot(gh, ref, self.limits)

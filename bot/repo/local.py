@@ -175,9 +175,11 @@ def open_checkout(
     return snap
 
 
-def checkout_at(root: Path, *, repo: str, commit: str, html_url: str) -> Snapshot | None:
+def checkout_at(
+    root: Path, *, repo: str, commit: str, html_url: str, limits: Limits | None = None
+) -> Snapshot | None:
     """Action mode: the job's checkout when its HEAD is the pinned commit, else None
     (a pull request's job checks out a merge commit: the reader then reads GitHub)."""
     if head_commit(root) != commit:
         return None
-    return open_checkout(root, repo=repo, commit=commit, html_url=html_url)
+    return open_checkout(root, repo=repo, commit=commit, html_url=html_url, limits=limits)

@@ -130,7 +130,7 @@ def _arguments(name: str, raw: str) -> dict[str, Any]:
     except ValueError:
         raise Refused(
             f"the arguments of {name} are not valid JSON; send an object such as "
-            f'{json.dumps(_example(name))}.'
+            f"{json.dumps(_example(name))}."
         ) from None
     if not isinstance(args, dict):
         raise Refused(f"the arguments of {name} must be a JSON object.")
@@ -183,9 +183,7 @@ async def list_files(snap: Snapshot, raw: str, caps: ToolCaps) -> str:
         e = snap.entry(name)
         lines.append(snap.describe(e) if e is not None else name)
     if len(names) > caps.max_entries:
-        lines.append(
-            f"[cut: {caps.max_entries} of {len(names):,} entries shown; list a subfolder]"
-        )
+        lines.append(f"[cut: {caps.max_entries} of {len(names):,} entries shown; list a subfolder]")
     if snap.truncated and not resolved:
         lines.append("[the repository has more files than this listing holds]")
     return "\n".join(lines)

@@ -288,8 +288,6 @@ class Responder:
         PR's head, else the default branch's head, read when the run starts and
         stored in its spec. None when GitHub has none (an empty repository): the
         run debates from its static context."""
-        if gh is None:
-            return None
         try:
             if not commit and origin.is_pr:
                 pull = await gh.get_pull(origin.repo, origin.issue_number)

@@ -43,7 +43,9 @@ def build_tarball(
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
         tar.pax_headers = {"comment": sha}
-        folders = sorted({"/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1)})
+        folders = sorted(
+            {"/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1)}
+        )
         for name in ["", *folders]:
             info = tarfile.TarInfo(f"{top}/{name}".rstrip("/") + "/")
             info.type = tarfile.DIRTYPE
@@ -108,7 +110,9 @@ def install(app: FastAPI, fake: FakeGitHub) -> None:
         return StreamingResponse(
             body(),
             media_type="application/x-gzip",
-            headers={"content-disposition": f"attachment; filename={owner}-{repo}-{sha[:7]}.tar.gz"},
+            headers={
+                "content-disposition": f"attachment; filename={owner}-{repo}-{sha[:7]}.tar.gz"
+            },
         )
 
     @app.get(P + "/repos/{owner}/{repo}/git/blobs/{file_sha}")
@@ -118,7 +122,12 @@ def install(app: FastAPI, fake: FakeGitHub) -> None:
         with lock:
             r = fake._authorized_repo(request, owner, repo)
             found = next(
-                (d for tree in r.commits.values() for d in tree.values() if blob_sha(d) == file_sha),
+                (
+                    d
+                    for tree in r.commits.values()
+                    for d in tree.values()
+                    if blob_sha(d) == file_sha
+                ),
                 None,
             )
         if found is None:
