@@ -330,6 +330,21 @@ class Snapshot:
             if e.kind == "file" and p.startswith(prefix):
                 yield e
 
+    def listing(self) -> Iterator[tuple[str, int, str]]:
+        """(path, size, kind) of every entry and folder (``bot.brief.source.RepoFiles``)."""
+        for d in self._dirs:
+            yield d, 0, "folder"
+        for e in self._entries.values():
+            yield e.path, e.size, e.kind
+
+    async def text(self, path: str) -> str | None:
+        """A text file's content, None when refused (missing, binary, a folder…)."""
+        try:
+            found = await self.read_text(path)
+        except Refused:
+            return None
+        return found.data.decode("utf-8", errors="replace")
+
     def lacking(self) -> int:
         """Files with no content held and symlinks with no target: what an archive
         that was meant to bring everything did not bring."""

@@ -53,35 +53,32 @@ class ToolAnswer:
     path: str | None  # the file read_file read (resolved), else None
 
 
+def _arguments_schema(required: str, **fields: tuple[str, str]) -> dict[str, Any]:
+    """A JSON schema object: ``fields`` name → (JSON type, description)."""
+    return {
+        "type": "object",
+        "properties": {k: {"type": t, "description": d} for k, (t, d) in fields.items()},
+        "required": [required],
+        "additionalProperties": False,
+    }
+
+
 # JSON schemas of the arguments, as the providers' tool definitions carry them.
 TOOL_SCHEMAS: Final[dict[str, dict[str, Any]]] = {
-    "list_files": {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": 'A folder; "" is the repository root.'}
-        },
-        "required": ["path"],
-        "additionalProperties": False,
-    },
-    "read_file": {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "A file path from the repository root."},
-            "start_line": {"type": "integer", "description": "First line (1-based)."},
-            "end_line": {"type": "integer", "description": "Last line (inclusive)."},
-        },
-        "required": ["path"],
-        "additionalProperties": False,
-    },
-    "search_code": {
-        "type": "object",
-        "properties": {
-            "pattern": {"type": "string", "description": "A regular expression (RE2 syntax)."},
-            "path": {"type": "string", "description": "A folder to search in (default: all)."},
-        },
-        "required": ["pattern"],
-        "additionalProperties": False,
-    },
+    "list_files": _arguments_schema(
+        "path", path=("string", 'A folder; "" is the repository root.')
+    ),
+    "read_file": _arguments_schema(
+        "path",
+        path=("string", "A file path from the repository root."),
+        start_line=("integer", "First line (1-based)."),
+        end_line=("integer", "Last line (inclusive)."),
+    ),
+    "search_code": _arguments_schema(
+        "pattern",
+        pattern=("string", "A regular expression (RE2 syntax)."),
+        path=("string", "A folder to search in (default: all)."),
+    ),
 }
 TOOL_DESCRIPTIONS: Final[dict[str, str]] = {
     "list_files": "List a folder of the repository at the pinned commit. Folders end in /.",
