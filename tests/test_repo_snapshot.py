@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from bot.brief.source import tree_of
 from bot.debate.types import DebateSpec, RepoRef
 from bot.repo.archive import unpack_into
 from bot.repo.cache import SnapshotCache
@@ -23,7 +24,7 @@ from bot.repo.local import checkout_at, head_commit, open_checkout
 from bot.repo.snapshot import Entry, Limits, Snapshot
 from bot.repo.tools import ToolCaps, run_tool
 from bot.store.codec import spec_from_json, spec_to_json
-from tests.harness.repo import COMMIT, HTML_URL
+from tests.harness.repo import COMMIT, HTML_URL, archived
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -306,3 +307,22 @@ def test_the_pinned_commit_is_stored_with_the_spec_and_old_specs_still_load() ->
     assert spec_from_json(json.dumps(old)).repo_ref is None
     assert html_url("https://api.github.com", "acme/widgets") == HTML_URL
     assert html_url("https://ghe.example.com/api/v3/", "acme/w") == "https://ghe.example.com/acme/w"
+
+
+def test_the_brief_reads_through_the_snapshot_port() -> None:
+    snap = archived(
+        {"docs/a.md": b"# A\n", "latin.txt": "caf\u00e9".encode("latin-1"), "bin": b"\x00\x01"}
+    )
+    entries = tree_of(snap)
+    assert [(e.path, e.kind) for e in entries] == [
+        ("bin", "blob"),
+        ("docs", "tree"),
+        ("docs/a.md", "blob"),
+        ("latin.txt", "blob"),
+    ]
+    texts = anyio.run(lambda: _texts(snap, ["docs/a.md", "latin.txt", "bin", "gone"]))
+    assert texts == ["# A\n", None, None, None]
+
+
+async def _texts(snap: Snapshot, paths: list[str]) -> list[str | None]:
+    return [await snap.text(p) for p in paths]

@@ -338,12 +338,16 @@ class Snapshot:
             yield e.path, e.size, e.kind
 
     async def text(self, path: str) -> str | None:
-        """A text file's content, None when refused (missing, binary, a folder…)."""
+        """A UTF-8 text file's content, None when refused (missing, binary, a
+        folder…) or not UTF-8 (a file cut at the bound may end mid-character)."""
         try:
             found = await self.read_text(path)
         except Refused:
             return None
-        return found.data.decode("utf-8", errors="replace")
+        try:
+            return found.data.decode("utf-8", errors="ignore" if found.cut else "strict")
+        except UnicodeDecodeError:
+            return None
 
     def lacking(self) -> int:
         """Files with no content held and symlinks with no target: what an archive
