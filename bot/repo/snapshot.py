@@ -330,6 +330,13 @@ class Snapshot:
             if e.kind == "file" and p.startswith(prefix):
                 yield e
 
+    def size(self, path: str) -> int | None:
+        """The size the index gives ``path`` (0 for a folder), None when it is absent."""
+        e = self._entries.get(path)
+        if e is not None:
+            return e.size
+        return 0 if self.is_dir(path) and path else None
+
     def listing(self) -> Iterator[tuple[str, int, str]]:
         """(path, size, kind) of every entry and folder (``bot.brief.source.RepoFiles``)."""
         for d in self._dirs:
