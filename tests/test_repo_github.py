@@ -193,3 +193,10 @@ def test_a_crafted_archive_cannot_escape_or_add_files(fake, keys) -> None:
     assert "injected.py" not in tool(snap, "list_files", path="")
     assert not snap.complete  # files the archive lacked are read lazily
     assert tool(snap, "read_file", path="src/new.py") == "1: NEW = True"
+
+
+def test_an_archive_slower_than_the_timeout_leaves_lazy_reads(fake, keys) -> None:
+    head = fake.head_sha(REPO, 1)
+    snap, _ = snapshot_of(fake, keys, head, ReaderLimits(timeout_s=1e-6))
+    assert not snap.complete  # the download was cut at once; nothing half-kept breaks reads
+    assert tool(snap, "read_file", path="src/limits.py") == "1: MAX_RETRIES = 5  # head"

@@ -7,6 +7,7 @@ import binascii
 from typing import Any
 from urllib.parse import quote
 
+import anyio
 import httpx
 from githubkit.response import Response
 
@@ -273,4 +274,7 @@ async def _capped_body(
     except httpx.HTTPError as exc:  # the stream broke after the headers
         raise github_error(f"GitHub download cut: {type(exc).__name__}") from exc
     finally:
-        await raw.aclose()
+        with anyio.CancelScope(
+            shield=True
+        ):  # a download cut by a timeout still frees its connection
+            await raw.aclose()
