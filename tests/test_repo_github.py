@@ -200,3 +200,23 @@ def test_an_archive_slower_than_the_timeout_leaves_lazy_reads(fake, keys) -> Non
     snap, _ = snapshot_of(fake, keys, head, ReaderLimits(timeout_s=1e-6))
     assert not snap.complete  # the download was cut at once; nothing half-kept breaks reads
     assert tool(snap, "read_file", path="src/limits.py") == "1: MAX_RETRIES = 5  # head"
+
+
+def test_runs_reading_one_file_at_once_pay_one_request(fake, keys) -> None:
+    snap, _ = snapshot_of(fake, keys, fake.head_sha(REPO, 1), ReaderLimits(archive_max_bytes=1))
+    fake.reset_requests()
+
+    async def five_at_once() -> list[str]:
+        answers: list[str] = []
+
+        async def read() -> None:
+            answer = await run_tool(snap, "read_file", '{"path": "src/limits.py"}', ToolCaps())
+            answers.append(answer.text)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(read)
+        return answers
+
+    assert anyio.run(five_at_once) == ["1: MAX_RETRIES = 5  # head"] * 5
+    assert fake.count("GET", BLOB) == 1

@@ -11,6 +11,7 @@ is not clean is refused, never "repaired" into one that is: a model asking for
 from __future__ import annotations
 
 import posixpath
+import re
 
 # Folders whose content is someone else's code or a build's output.
 VENDORED_DIRS = frozenset(
@@ -30,6 +31,9 @@ VENDORED_DIRS = frozenset(
         "Pods",
     }
 )
+
+
+_DRIVE = re.compile(r"[A-Za-z]:[\\/]")  # C:/ or C:\ : absolute on Windows
 
 
 class Refused(Exception):
@@ -52,7 +56,7 @@ def clean_path(raw: str) -> str:
     if "\x00" in raw:
         raise PathRefused("the path contains a NUL character")
     text = raw.strip()
-    if text.startswith(("/", "\\")) or (len(text) > 1 and text[1] == ":"):
+    if text.startswith(("/", "\\")) or _DRIVE.match(text):
         raise PathRefused(f"{raw!r} is an absolute path; give a path relative to the repository")
     while text.startswith("./"):
         text = text[2:]

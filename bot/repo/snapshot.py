@@ -16,7 +16,7 @@ loaded beyond that is answered but not kept. Binary files (a NUL in the first
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import anyio
@@ -115,7 +115,7 @@ class Snapshot:
         self._binary: set[str] = set()
         self._links: dict[str, str] = {}  # link path -> its raw target
         self._kept = 0
-        self._loading: dict[str, anyio.Event] = {}
+        self._loading: dict[str, _Load] = {}
         self.requests = 0  # loads that went to the loader (GitHub requests when remote)
         self.index_bytes = sum(len(p) + ENTRY_OVERHEAD for p in self._entries)
 
@@ -288,21 +288,24 @@ class Snapshot:
 
     async def _load(self, e: Entry) -> bytes | None:
         """One load per path at a time: runs asking for the same file wait for the
-        first one's answer instead of each paying a request."""
+        first one's answer instead of each paying a request (a failed load is
+        tried again by the next caller)."""
         if self._loader is None:
             return None
         while (pending := self._loading.get(e.path)) is not None:
-            await pending.wait()
-            if e.path in self._text:
-                return self._text[e.path]
-        done = anyio.Event()
-        self._loading[e.path] = done
+            await pending.done.wait()
+            if pending.ok:
+                return pending.data
+        flight = _Load()
+        self._loading[e.path] = flight
         try:
             self.requests += 1
-            return await self._loader(e)
+            flight.data = await self._loader(e)
+            flight.ok = True
+            return flight.data
         finally:
             del self._loading[e.path]
-            done.set()
+            flight.done.set()
 
     def held(self, path: str) -> bytes | None:
         return self._text.get(path)
@@ -377,6 +380,13 @@ class Snapshot:
         if e.kind == "submodule":
             return f"{e.path} (submodule, not readable)"
         return e.path
+
+
+@dataclass
+class _Load:
+    done: anyio.Event = field(default_factory=anyio.Event)
+    data: bytes | None = None
+    ok: bool = False
 
 
 class _NeedLink(Exception):
