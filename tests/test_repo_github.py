@@ -220,3 +220,19 @@ def test_runs_reading_one_file_at_once_pay_one_request(fake, keys) -> None:
 
     assert anyio.run(five_at_once) == ["1: MAX_RETRIES = 5  # head"] * 5
     assert fake.count("GET", BLOB) == 1
+
+
+def test_past_a_truncated_tree_paths_are_asked_for_one_by_one(fake, keys) -> None:
+    """A 200,000-file monorepo: GitHub cuts the tree at 100,000 entries (here 2)."""
+    fake.tree_limit = 2
+    head = fake.head_sha(REPO, 1)
+    snap, _ = snapshot_of(fake, keys, head)
+    assert snap.truncated and not snap.complete
+    fake.reset_requests()
+    assert tool(snap, "read_file", path="src/new.py") == "1: NEW = True"
+    assert "src/limits.py" in tool(snap, "list_files", path="src").splitlines()
+    answer = refused(snap, "src/nothing.py")
+    assert answer.is_error and "does not exist" in answer.text
+    refused(snap, "src/nothing.py")  # asked once, not twice
+    assert fake.count("GET", CONTENTS) == 2 and fake.count("GET", TARBALL) == 0
+    assert "more files than this listing holds" in tool(snap, "list_files", path="")

@@ -231,6 +231,21 @@ class RepoEndpoints(InstallationCalls):
         )
         return await _capped_body(response, max_bytes, none_on=(404, 409))
 
+    async def get_contents(self, repo: str, path: str, ref: str) -> Any:
+        """``GET …/contents/{path}`` as GitHub answers it (an object for a file,
+        symlink or submodule, a list for a folder), None when nothing is there."""
+        owner, name = split_repo(repo)
+        quoted = quote(path.strip("/"), safe="/")
+        response = await self._call(
+            "GET",
+            "/repos/{owner}/{repo}/contents/{path}",
+            lambda h: self._gh.rest.repos.async_get_content(
+                owner, name, quoted, ref=ref, headers=h
+            ),
+            ok_statuses=(404,),
+        )
+        return None if response.status_code == 404 else json_body(response)
+
     async def get_blob(self, repo: str, sha: str, max_bytes: int) -> bytes:
         """A git blob's raw bytes, at most ``max_bytes`` of them (the rest is not
         downloaded: the snapshot keeps a cut file and says so)."""

@@ -31,7 +31,7 @@ from bot.repo.archive import unpack_into
 from bot.repo.cache import SnapshotCache
 from bot.repo.local import checkout_at
 from bot.repo.paths import PathRefused, clean_path
-from bot.repo.snapshot import Entry, Limits, Snapshot
+from bot.repo.snapshot import Entry, Kind, Limits, Snapshot
 
 log = get_logger(__name__)
 
@@ -44,6 +44,8 @@ class GitHubFiles(Protocol):
     async def download_tarball(self, repo: str, ref: str, max_bytes: int) -> bytes | None: ...
 
     async def get_blob(self, repo: str, sha: str, max_bytes: int) -> bytes: ...
+
+    async def get_contents(self, repo: str, path: str, ref: str) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,31 @@ def tree_entries(tree: dict[str, Any]) -> tuple[list[Entry], bool]:
     return entries, bool(tree.get("truncated"))
 
 
+_CONTENT_KINDS: dict[str, Kind] = {"file": "file", "symlink": "link", "submodule": "submodule"}
+
+
+def content_entries(answer: Any) -> tuple[list[Entry], list[str]]:
+    """A contents-API answer as snapshot entries and folders (unclean names dropped)."""
+    items = answer if isinstance(answer, list) else [answer] if isinstance(answer, dict) else []
+    entries: list[Entry] = []
+    folders: list[str] = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        try:
+            path = clean_path(str(item.get("path") or ""))
+        except PathRefused:
+            continue
+        kind = _CONTENT_KINDS.get(str(item.get("type")))
+        size = item.get("size")
+        if item.get("type") == "dir" and path:
+            folders.append(path)
+        elif kind is not None and path:
+            sized = size if isinstance(size, int) and size >= 0 else 0
+            entries.append(Entry(path, kind, sized, str(item.get("sha") or "")))
+    return entries, folders
+
+
 async def fetch_snapshot(gh: GitHubFiles, ref: RepoRef, limits: ReaderLimits) -> Snapshot:
     """Build the snapshot of ``ref`` (2 requests when the archive serves it)."""
     tree = await gh.get_tree(ref.repo, ref.commit)
@@ -108,6 +135,9 @@ async def fetch_snapshot(gh: GitHubFiles, ref: RepoRef, limits: ReaderLimits) ->
     async def load(e: Entry) -> bytes | None:
         return await gh.get_blob(ref.repo, e.sha, blob_cap) if e.sha else None
 
+    async def probe(path: str) -> tuple[list[Entry], list[str]]:
+        return content_entries(await gh.get_contents(ref.repo, path, ref.commit))
+
     snap = Snapshot(
         repo=ref.repo,
         commit=ref.commit,
@@ -115,6 +145,7 @@ async def fetch_snapshot(gh: GitHubFiles, ref: RepoRef, limits: ReaderLimits) ->
         entries=entries,
         limits=limits.snapshot,
         loader=load,
+        probe=probe if truncated else None,  # past GitHub's 100,000-entry cut
         remote=True,
         truncated=truncated,
     )

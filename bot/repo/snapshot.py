@@ -48,11 +48,15 @@ class Limits:
     # unread files fit these: one request per file, so a search stays cheap.
     search_fetch_files: int = 100
     search_fetch_bytes: int = 8 * 1024 * 1024
+    # Paths a truncated index asks GitHub about (one request each), per snapshot.
+    max_probes: int = 500
 
 
-# Bytes of a file (None: gone or unreadable); raises Refused for a reason the
-# model should hear (e.g. a file that vanished from the working tree).
+# Bytes of a file (None: gone or unreadable).
 Loader = Callable[[Entry], Awaitable[bytes | None]]
+# What the source has at a path missing from a truncated index: the file's own
+# entry, or a folder's entries; empty when nothing is there.
+Probe = Callable[[str], Awaitable[tuple[list[Entry], list[str]]]]
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class Snapshot:
         entries: Iterable[Entry],
         limits: Limits,
         loader: Loader | None = None,
+        probe: Probe | None = None,
         remote: bool = False,
         notes: Iterable[str] = (),
         truncated: bool = False,
@@ -99,6 +104,9 @@ class Snapshot:
         self._html_url = html_url.rstrip("/")
         self.limits = limits
         self._loader = loader
+        # A truncated index asks the source about a path it does not list.
+        self._probe = probe
+        self._probed: set[str] = set()
         self.remote = remote  # a load costs a GitHub request
         self.notes = tuple(notes)
         self._entries: dict[str, Entry] = {}
@@ -152,7 +160,7 @@ class Snapshot:
         ensure(paths)`` first. Follows symlinks whose target is known."""
         try:
             _, found = self._walk(path)
-        except (Refused, _NeedLink):
+        except (Refused, _NeedLink, _NeedProbe):
             return None
         if found is None or found.kind != "file" or found.path not in self._text:
             return None
@@ -183,6 +191,8 @@ class Snapshot:
                 return self._walk(path)
             except _NeedLink as need:  # read its target, then walk again
                 await self._link_target(need.entry)
+            except _NeedProbe as need:  # ask the source what is there, then walk again
+                await self._ask(need.path)
 
     def _walk(self, path: str) -> tuple[str, Entry | None]:
         parts = path.split("/") if path else []
@@ -205,10 +215,29 @@ class Snapshot:
             if e is not None and i < len(parts) - 1:
                 raise Refused(_not_a_folder(e))
             if e is None and here not in self._dirs:
+                if self._probe is not None and here not in self._probed:
+                    raise _NeedProbe(here)
                 raise Refused(self._missing(path))
             current = here
             i += 1
         return current, self._entries.get(current) if current else None
+
+    async def _ask(self, path: str) -> None:
+        """Add what the source has at ``path`` (a file, or a folder's entries) to the
+        index; at most ``max_probes`` questions per snapshot."""
+        assert self._probe is not None
+        self._probed.add(path)
+        if len(self._probed) > self.limits.max_probes:
+            return
+        self.requests += 1
+        entries, folders = await self._probe(path)
+        for folder in folders:
+            self._dirs.update((*parents(folder), folder))
+        for e in entries:
+            if e.path not in self._entries:
+                self._entries[e.path] = e
+                self._dirs.update(parents(e.path))
+                self.index_bytes += len(e.path) + ENTRY_OVERHEAD
 
     def _missing(self, path: str) -> str:
         text = f"`{path}` does not exist at commit {self._commit[:12]}"
@@ -387,6 +416,14 @@ class _Load:
     done: anyio.Event = field(default_factory=anyio.Event)
     data: bytes | None = None
     ok: bool = False
+
+
+class _NeedProbe(Exception):
+    """Internal: the walk met a path a truncated index does not list."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.path = path
 
 
 class _NeedLink(Exception):

@@ -181,7 +181,7 @@ async def list_files(snap: Snapshot, raw: str, caps: ToolCaps) -> str:
         lines.append(snap.describe(e) if e is not None else name)
     if len(names) > caps.max_entries:
         lines.append(f"[cut: {caps.max_entries} of {len(names):,} entries shown; list a subfolder]")
-    if snap.truncated and not resolved:
+    if snap.truncated:  # GitHub cut the tree: a folder may hold more than is known
         lines.append("[the repository has more files than this listing holds]")
     return "\n".join(lines)
 
