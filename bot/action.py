@@ -27,6 +27,7 @@ from bot.github.gateway import GitHubGateway
 from bot.llm.router import ModelRouter
 from bot.logs import get_logger
 from bot.metrics import Metrics
+from bot.repo.github import GitHubReader
 from bot.store import RunStore
 from bot.worker.context import Origin, Services
 from bot.worker.pool import Worker
@@ -51,6 +52,7 @@ class Job:
     run_id: str
     attempt: int
     temp: Path
+    workspace: Path | None = None  # the job's checkout (GITHUB_WORKSPACE), if any
 
     @property
     def delivery_id(self) -> str:
@@ -96,6 +98,7 @@ def read_job(env: Mapping[str, str]) -> Job:
         run_id=env.get("GITHUB_RUN_ID") or "local",
         attempt=attempt,
         temp=temp,
+        workspace=Path(env["GITHUB_WORKSPACE"]) if env.get("GITHUB_WORKSPACE") else None,
     )
 
 
@@ -136,6 +139,12 @@ async def run_job(settings: Settings, job: Job) -> int:
                 Metrics(),
                 new_run_id=lambda origin: _run_id(job, origin),
                 resume_comments=job.attempt > 1,
+                repos=GitHubReader.from_settings(
+                    cache_mb=settings.repo_snapshot_cache_mb,
+                    archive_max_mb=settings.repo_archive_max_mb,
+                    timeout_s=settings.repo_fetch_timeout_s,
+                    checkout=job.workspace,
+                ),
             )
             try:
                 return await _drain(svc, store, job, routes)

@@ -126,6 +126,15 @@ class Settings(BaseSettings):
     redeliver_window_s: float = Field(default=6 * 3600.0, gt=0, le=3 * 24 * 3600.0)
     redeliver_max_per_pass: int = Field(default=25, ge=1)
 
+    # Repository snapshots the debaters read (bot/repo; docs/configuration.md).
+    # Held per process, shared by the runs on one commit, evicted past this size.
+    repo_snapshot_cache_mb: int = Field(default=512, ge=0)
+    # A commit whose files sum to at most this is read as one archive (2 requests);
+    # a larger one file by file, as the debaters ask (1 request per distinct file).
+    repo_archive_max_mb: int = Field(default=64, ge=0)
+    # The archive download and unpacking, together; past it, reads turn lazy.
+    repo_fetch_timeout_s: float = Field(default=60.0, gt=0)
+
     def private_key_pem(self) -> str | None:
         if self.private_key is not None:
             return self.private_key.get_secret_value()

@@ -25,6 +25,7 @@ from bot.github.gateway import GitHubGateway
 from bot.llm.router import ModelRouter
 from bot.logs import configure_logging, get_logger
 from bot.metrics import Metrics, github_error_kind
+from bot.repo.github import GitHubReader
 from bot.store import RunStore
 from bot.store.notify import listen_for_work
 from bot.worker.context import Services
@@ -73,7 +74,12 @@ def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Ser
     gateway = GitHubGateway(settings, on_request=on_request, write_slots=store if shared else None)
     # Read at scrape time: per request it cost a loop over every installation.
     metrics.watch_rate_limits(lambda: gateway.rate_limits)
-    return Services(settings, store, gateway, ModelRouter(settings), metrics)
+    repos = GitHubReader.from_settings(
+        cache_mb=settings.repo_snapshot_cache_mb,
+        archive_max_mb=settings.repo_archive_max_mb,
+        timeout_s=settings.repo_fetch_timeout_s,
+    )
+    return Services(settings, store, gateway, ModelRouter(settings), metrics, repos=repos)
 
 
 def _skip_missing_sniffio() -> None:

@@ -439,6 +439,7 @@ def test_read_tree_outside_git_skips_hidden_and_vendored(tmp_path: Path) -> None
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "core.go").write_text("package lib\n")
     (tmp_path / ".env").write_text("A=1\n")
+    (tmp_path / "lib" / "server.pem").write_text("-----BEGIN PRIVATE KEY-----\n")
     paths = [e.path for e in read_tree(tmp_path)]
-    assert paths == [".env", "lib/core.go"]
+    assert paths == ["lib/core.go"]  # no dot-file, no key file: they must not reach a model
     assert plan_fetches(read_tree(tmp_path), "lib") == ["lib/core.go"]

@@ -74,6 +74,8 @@ def test_repository_review_reads_the_brief_and_ranks_findings(harness: Harness) 
     contents = h.github.count("GET", "/repos/{owner}/{repo}/contents/{path}")
     trees = h.github.count("GET", "/repos/{owner}/{repo}/git/trees/{tree_sha}")
     assert trees == 1 and 0 < contents <= 25
+    # The files come from the run's snapshot: one archive, not a request per file.
+    assert h.github.count("GET", "/repos/{owner}/{repo}/tarball/{ref}") == 1
 
 
 def test_folder_review_truncated_tree_and_missing_folder(harness: Harness) -> None:

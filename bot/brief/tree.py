@@ -14,27 +14,10 @@ from typing import Literal
 
 from bot.commands.text import check_ref
 from bot.errors import ConfigError
+from bot.repo.paths import VENDORED_DIRS
 
 Kind = Literal["blob", "tree", "commit"]  # "commit": a submodule
 
-# Folders whose content is someone else's code or a build's output.
-VENDORED_DIRS = frozenset(
-    {
-        "node_modules",
-        "bower_components",
-        "jspm_packages",
-        "vendor",
-        "third_party",
-        "third-party",
-        "thirdparty",
-        "venv",
-        "site-packages",
-        "__pycache__",
-        "dist",
-        "build",
-        "Pods",
-    }
-)
 LOCKFILES = frozenset(
     {
         "package-lock.json",

@@ -86,6 +86,17 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class RepoRef:
+    """The repository and the commit a run reads, pinned when the run starts (a PR's
+    head, the default branch's head, the commit a review reviews): a resumed run,
+    and every persona's tool call, reads this commit whatever was pushed since."""
+
+    repo: str  # "owner/name"
+    commit: str  # the full sha
+    html_url: str = ""  # the repository's page, the base of permalinks (GHES alike)
+
+
+@dataclass(frozen=True)
 class DebateSpec:
     """Everything the engine needs to know about one run. Built by the shell."""
 
@@ -122,6 +133,7 @@ class DebateSpec:
     vote_threshold: float = 0.5
     max_escalations: int = 2  # never more than two, whatever is configured
     subject_kind: SubjectKind = "plan"
+    repo_ref: RepoRef | None = None  # what the debaters' repository tools read
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ import binascii
 from typing import Any
 from urllib.parse import quote
 
+import anyio
+import httpx
 from githubkit.response import Response
 
 from bot.github.calls import PER_PAGE, InstallationCalls, dig, split_repo
@@ -208,3 +210,86 @@ class RepoEndpoints(InstallationCalls):
             ),
             write=True,
         )
+
+    # -- a commit's files, for repository snapshots (bot/repo/github.py) ----------
+
+    async def download_tarball(self, repo: str, ref: str, max_bytes: int) -> bytes | None:
+        """The ``.tar.gz`` of ``ref``, or None when it is larger than ``max_bytes`` (the
+        download stops there) or there is none (404, 409 an empty repository).
+
+        GitHub answers 302 to a short-lived codeload URL (``/_codeload`` on GHES);
+        httpx follows it and drops the token when the host changes. The body is
+        streamed, so a 2 GB archive costs ``max_bytes`` of memory, not 2 GB."""
+        owner, name = split_repo(repo)
+        path = f"/repos/{quote(owner)}/{quote(name)}/tarball/{quote(ref, safe='')}"
+
+        async def op(h: dict[str, str]) -> Response[Any]:
+            return await self._gh.arequest("GET", path, headers=h, stream=True)
+
+        response = await self._call(
+            "GET", "/repos/{owner}/{repo}/tarball/{ref}", op, ok_statuses=(404, 409)
+        )
+        return await _capped_body(response, max_bytes, none_on=(404, 409))
+
+    async def get_contents(self, repo: str, path: str, ref: str) -> Any:
+        """``GET …/contents/{path}`` as GitHub answers it (an object for a file,
+        symlink or submodule, a list for a folder), None when nothing is there."""
+        owner, name = split_repo(repo)
+        quoted = quote(path.strip("/"), safe="/")
+        response = await self._call(
+            "GET",
+            "/repos/{owner}/{repo}/contents/{path}",
+            lambda h: self._gh.rest.repos.async_get_content(
+                owner, name, quoted, ref=ref, headers=h
+            ),
+            ok_statuses=(404,),
+        )
+        return None if response.status_code == 404 else json_body(response)
+
+    async def get_blob(self, repo: str, sha: str, max_bytes: int) -> bytes:
+        """A git blob's raw bytes, at most ``max_bytes`` of them (the rest is not
+        downloaded: the snapshot keeps a cut file and says so)."""
+        owner, name = split_repo(repo)
+        path = f"/repos/{quote(owner)}/{quote(name)}/git/blobs/{quote(sha, safe='')}"
+
+        async def op(h: dict[str, str]) -> Response[Any]:
+            h = {**h, "Accept": "application/vnd.github.raw+json"}
+            return await self._gh.arequest("GET", path, headers=h, stream=True)
+
+        response = await self._call("GET", "/repos/{owner}/{repo}/git/blobs/{file_sha}", op)
+        body = await _capped_body(response, max_bytes, keep_prefix=True)
+        assert body is not None  # keep_prefix never gives up
+        return body
+
+
+async def _capped_body(
+    response: Response[Any],
+    max_bytes: int,
+    *,
+    none_on: tuple[int, ...] = (),
+    keep_prefix: bool = False,
+) -> bytes | None:
+    """A streamed body, read up to ``max_bytes``: past it, None (or the first
+    ``max_bytes`` with ``keep_prefix``); the connection is released either way."""
+    raw = response.raw_response
+    try:
+        if raw.status_code in none_on:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in raw.aiter_bytes():
+            size += len(chunk)
+            if size > max_bytes:
+                if not keep_prefix:
+                    return None
+                chunks.append(chunk[: len(chunk) - (size - max_bytes)])
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except httpx.HTTPError as exc:  # the stream broke after the headers
+        raise github_error(f"GitHub download cut: {type(exc).__name__}") from exc
+    finally:
+        with anyio.CancelScope(
+            shield=True
+        ):  # a download cut by a timeout still frees its connection
+            await raw.aclose()

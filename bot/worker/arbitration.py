@@ -205,6 +205,7 @@ async def _arbitrate(
         review_thread=root,
         arbitration=ctx,
         extras=extras,
+        commit=str((pr.get("head") or {}).get("sha") or "") or None,  # the head it judges
     )
 
 

@@ -25,6 +25,8 @@ from bot.github.events import (
 from bot.github.gateway import GitHubGateway, InstallationClient
 from bot.llm.router import ModelRouter
 from bot.metrics import Metrics
+from bot.repo.cache import SnapshotCache
+from bot.repo.github import GitHubReader
 from bot.store import RunStore
 from bot.store.rows import RunRow
 from bot.worker.publish import Thread
@@ -47,6 +49,8 @@ class Services:
     new_run_id: Callable[[Origin], str] = field(default=lambda _: uuid.uuid4().hex[:12])
     # Look up the bot's own comments by marker before posting any (a re-run).
     resume_comments: bool = False
+    # Repository snapshots at runs' pinned commits, shared by this process's runs.
+    repos: GitHubReader = field(default_factory=lambda: GitHubReader(SnapshotCache(512 << 20)))
 
     async def db(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A store call in a worker thread: the store is synchronous, and on the

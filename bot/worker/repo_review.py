@@ -2,9 +2,10 @@
 and filing their findings as issues (`--file-issues`).
 
 Part of the design-review feature (bot/worker/reviews.py dispatches here). The
-repository is read at one commit: one recursive git-trees request, then at most
-``MAX_FILES`` content requests chosen by bot/brief; the brief is the debate's
-subject and the run is a critique of kind ``repository``.
+repository is read at one commit through the run's snapshot (bot/repo: a git
+tree and one archive, or lazy blob reads of the at most ``MAX_FILES`` files
+bot/brief chooses); the brief is the debate's subject and the run is a
+critique of kind ``repository``.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ import re
 
 import anyio
 
-from bot.brief import Brief, build_brief, parse_git_tree, plan_fetches
+from bot.brief import Brief, build_brief, plan_fetches
+from bot.brief.source import RepoFiles, tree_of
 from bot.commands.parser import Command
 from bot.commands.text import cap_subject
 from bot.config import RepoConfig
-from bot.debate.types import Finding
+from bot.debate.types import Finding, RepoRef
 from bot.errors import ConfigError, GitHubError, TransientGitHubError
 from bot.github.gateway import InstallationClient
 from bot.github.sanitize import sanitize
 from bot.logs import get_logger
+from bot.repo.github import html_url
 from bot.store.rows import RunRow
 from bot.store.trigger import ReviewedPlan
 from bot.worker.context import Origin
@@ -61,8 +64,10 @@ async def review_repository(
     else:  # pinned: the tree and every file come from the same commit
         sha = await gh.branch_sha(origin.repo, origin.default_branch)
         label = origin.default_branch
-    tree = await gh.get_tree(origin.repo, sha)
-    entries, truncated = parse_git_tree(tree) if tree is not None else ((), False)
+    # The snapshot the run's debaters will read too (one fetch for both).
+    ref = RepoRef(origin.repo, sha, html_url(r.svc.settings.github_api_url, origin.repo))
+    files = await r.svc.repos.snapshot(gh, ref)
+    entries, truncated = tree_of(files), files.truncated
     if folders:
         entries = tuple(e for e in entries if "/" not in e.path or _under(e.path, folders))
     try:
@@ -70,7 +75,7 @@ async def review_repository(
     except ConfigError as exc:  # an empty repository, a folder not at that commit
         await r.reply(gh, origin, exc.public)
         return "done"
-    contents = await _read_all(gh, origin.repo, paths, sha)
+    contents = await _read_all(files, paths)
     brief = build_brief(
         entries,
         scope,
@@ -85,7 +90,9 @@ async def review_repository(
     extras: TriggerExtras = {"review": review}
     if previous_run is not None:
         extras["previous_review"] = previous_run
-    return await r.start(gh, origin, config, cmd, subject, mode="critique", extras=extras)
+    return await r.start(
+        gh, origin, config, cmd, subject, mode="critique", extras=extras, commit=sha or None
+    )
 
 
 def _under(path: str, folders: tuple[str, ...]) -> bool:
@@ -98,19 +105,17 @@ def brief_subject(brief: Brief) -> Subject:
     return Subject(brief.title, text, truncated, brief.files, warnings, kind="repository")
 
 
-async def _read_all(
-    gh: InstallationClient, repo: str, paths: list[str], ref: str
-) -> dict[str, str | None]:
-    """The chosen files' text, read side by side (reads are not paced, writes are)."""
+async def _read_all(files: RepoFiles, paths: list[str]) -> dict[str, str | None]:
+    """The chosen files' text, read side by side (lazy snapshots: one request each)."""
     contents: dict[str, str | None] = {}
 
     async def read(path: str) -> None:
         try:
-            contents[path] = await gh.read_file(repo, path, ref)
+            contents[path] = await files.text(path)
         except GitHubError as exc:
             if isinstance(exc, TransientGitHubError):
                 raise
-            contents[path] = None  # not text (or not readable): listed as left out
+            contents[path] = None  # not readable: listed as left out
 
     async with anyio.create_task_group() as tg:
         for path in paths:

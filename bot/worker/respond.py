@@ -17,10 +17,20 @@ from bot.commands.parser import Command, parse_command, usage_text
 from bot.commands.plan import choose_mode
 from bot.commands.text import cap_subject
 from bot.config import RepoConfig
-from bot.debate.types import ArbitrationContext, DebateSpec, Mode
-from bot.errors import ActiveRun, ActiveRunExists, BotError, ConfigError, QuotaSpent, UsageError
+from bot.debate.types import ArbitrationContext, DebateSpec, Mode, RepoRef
+from bot.errors import (
+    ActiveRun,
+    ActiveRunExists,
+    BotError,
+    ConfigError,
+    GitHubError,
+    QuotaSpent,
+    TransientGitHubError,
+    UsageError,
+)
 from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
+from bot.repo.github import html_url
 from bot.store import Quota, RunRow
 from bot.store.trigger import ArbitrationActions, Queued, ReviewedPlan, Trigger
 from bot.worker.context import Origin, Services, load_config
@@ -204,11 +214,15 @@ class Responder:
         overrides: Overrides | None = None,
         arbitration: ArbitrationContext | None = None,
         extras: TriggerExtras | None = None,
+        commit: str | None = None,
     ) -> str:
         """Create a queued run (one active run per issue, within the daily quotas),
         acknowledge, wake a worker. ``link_from``: the command was made elsewhere
-        and its quota checked there (``quota_ok``) before the issue was filed."""
+        and its quota checked there (``quota_ok``) before the issue was filed.
+        ``commit``: what the run reads, when the caller already pinned it (else the
+        PR's head or the default branch's head, now)."""
         run_id = self.svc.new_run_id(origin)
+        repo_ref = await self.pin(gh, origin, commit)
         try:
             chosen, spec = self.make_spec(
                 config,
@@ -218,6 +232,7 @@ class Responder:
                 mode=mode,
                 overrides=overrides,
                 arbitration=arbitration,
+                repo_ref=repo_ref,
             )
         except ConfigError as exc:
             await self.reply(gh, origin, exc.public)
@@ -268,6 +283,28 @@ class Responder:
             return run
         return None
 
+    async def pin(
+        self, gh: InstallationClient, origin: Origin, commit: str | None
+    ) -> RepoRef | None:
+        """The commit a run reads (docs/architecture.md, "Repository snapshots"): a
+        PR's head, else the default branch's head, read when the run starts and
+        stored in its spec. None when GitHub has none (an empty repository): the
+        run debates from its static context."""
+        try:
+            if not commit and origin.is_pr:
+                pull = await gh.get_pull(origin.repo, origin.issue_number)
+                commit = str((pull.get("head") or {}).get("sha") or "")
+            elif not commit:
+                commit = await gh.branch_sha(origin.repo, origin.default_branch)
+        except GitHubError as exc:
+            if isinstance(exc, TransientGitHubError):
+                raise
+            log.warning("run.not_pinned", repo=origin.repo, error=exc.code)
+            return None
+        if not commit:
+            return None
+        return RepoRef(origin.repo, commit, html_url(self.svc.settings.github_api_url, origin.repo))
+
     def make_spec(
         self,
         config: RepoConfig,
@@ -278,6 +315,7 @@ class Responder:
         mode: Mode | None = None,
         overrides: Overrides | None = None,
         arbitration: ArbitrationContext | None = None,
+        repo_ref: RepoRef | None = None,
     ) -> tuple[Mode, DebateSpec]:
         chosen: Mode = mode or cmd.mode or config.mode or choose_mode(subject.text)
         spec = build_spec(
@@ -290,6 +328,7 @@ class Responder:
             run_id=run_id,
             arbitration=arbitration,
             overrides=overrides,
+            repo_ref=repo_ref,
         )
         return chosen, spec
 

@@ -3,9 +3,9 @@ of plans a labelled PR changes, and `--open-pr` with the revised plan.
 
 Where the plan is read: on a PR, at its head commit (the base repository serves
 a fork's head commit too); elsewhere, on the default branch (pinned to its
-current commit when `--open-pr` needs a commit to branch from). ``@path`` files
-come from the same ref. The plan's frontmatter overrides the repo config for
-the run.
+current commit, which the run then reads too). The plan and its ``@path``
+files come from the run's snapshot of that commit (bot/repo). The plan's
+frontmatter overrides the repo config for the run.
 
 Automatic reviews and the one-active-run-per-PR rule: a PR may change several
 plans, but runs are keyed by repo and PR number, so plans are reviewed one
@@ -27,19 +27,21 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from bot.commands.parser import Command
 from bot.commands.plan import Plan, parse_plan
 from bot.commands.text import assemble_context, cap_subject, check_ref
 from bot.config import RepoConfig
 from bot.debate.revision import changed_lines, revised_plan, strip_marks
-from bot.debate.types import PersonaSpec
+from bot.debate.types import PersonaSpec, RepoRef
 from bot.errors import ConfigError, GitHubError, TransientGitHubError
 from bot.github.events import PullRequestEvent
 from bot.github.gateway import InstallationClient
 from bot.github.sanitize import redact_secrets, sanitize
 from bot.logs import get_logger
+from bot.repo.github import html_url
+from bot.repo.snapshot import Snapshot
 from bot.store.rows import DeliveryRow, RunRow
 from bot.store.trigger import QueuedPlans, ReviewedPlan, RevisionTarget
 from bot.worker.context import Origin, Services, load_config
@@ -50,6 +52,7 @@ from bot.worker.routes import Finished, Router
 from bot.worker.specs import Overrides, Subject
 
 log = get_logger(__name__)
+_SHA = re.compile(r"[0-9a-f]{40}")
 
 ReviewStart = Literal["started", "rejected", "refused"]
 MAX_PLAN_BYTES = 1024 * 1024
@@ -107,8 +110,22 @@ def _overrides(plan: Plan) -> Overrides:
     )
 
 
+class PlanFiles(Protocol):
+    """What a plan review reads at its commit (issue 17's port, owned here): the
+    run's snapshot (bot/repo) is one, so the plan and its ``@path`` files come
+    from the same commit the debaters will read."""
+
+    def size(self, path: str) -> int | None:
+        """The file's size at the commit; None when nothing is at ``path``."""
+        ...
+
+    async def text(self, path: str) -> str | None:
+        """A UTF-8 text file's content; None when missing, binary or not text."""
+        ...
+
+
 async def _read_ref_files(
-    gh: InstallationClient, repo: str, plan: Plan, plan_path: str, ref: str
+    files: PlanFiles, plan: Plan, plan_path: str
 ) -> tuple[dict[str, str | None], list[str]]:
     loaded: dict[str, str | None] = {}
     warnings: list[str] = []
@@ -120,15 +137,37 @@ async def _read_ref_files(
             continue
         if path in loaded or path == plan_path:
             continue
+        if files.size(path) is None:
+            loaded[path] = None  # reported missing by assemble_context
+            continue
         try:
-            loaded[path] = await gh.read_file(repo, path, ref)
+            text = await files.text(path)
         except GitHubError as exc:
             if isinstance(exc, TransientGitHubError):
                 raise
+            text = None
+        if text is None:
             warnings.append(f"`{path}`: not a readable text file; skipped")
+        else:
+            loaded[path] = text
     if len(plan.refs) > MAX_REFS:
         warnings.append(f"only the first {MAX_REFS} @path references were read")
     return loaded, warnings
+
+
+async def _files_at(
+    r: Responder, gh: InstallationClient, origin: Origin, ref: str
+) -> Snapshot | None:
+    """The run's snapshot at ``ref`` (a commit, or a branch pinned to its head now);
+    None when there is no such commit (an empty repository, a branch gone)."""
+    try:
+        commit = ref if _SHA.fullmatch(ref) else await gh.branch_sha(origin.repo, ref)
+    except GitHubError as exc:
+        if isinstance(exc, TransientGitHubError):
+            raise
+        return None
+    at = RepoRef(origin.repo, commit, html_url(r.svc.settings.github_api_url, origin.repo))
+    return await r.svc.repos.snapshot(gh, at)
 
 
 async def review_plan(
@@ -149,19 +188,23 @@ async def review_plan(
     start: already running, quota, configuration)."""
     try:
         path = check_ref(path)
-        text = await gh.read_file(origin.repo, path, ref)
     except ConfigError as exc:
         await r.reply(gh, origin, exc.public)
         return "rejected"
+    snap = await _files_at(r, gh, origin, ref)
+    size = None if snap is None else snap.size(path)
+    if snap is None or size is None:
+        await r.reply(gh, origin, f"`{path}` was not found {where}.")
+        return "rejected"
+    try:
+        text = await snap.text(path) if size <= MAX_PLAN_BYTES else ""
     except GitHubError as exc:
         if isinstance(exc, TransientGitHubError):
             raise
+        text = None
+    if text is None:
         await r.reply(gh, origin, f"`{path}` is not a readable text file {where}.")
         return "rejected"
-    if text is None:
-        await r.reply(gh, origin, f"`{path}` was not found {where}.")
-        return "rejected"
-    size = len(text.encode())
     if size > MAX_PLAN_BYTES:
         await r.reply(
             gh,
@@ -180,7 +223,7 @@ async def review_plan(
             f"**debate-bot** cannot review `{path}`:\n\n```\n{exc.public}\n```",
         )
         return "rejected"
-    loaded, warnings = await _read_ref_files(gh, origin.repo, plan, path, ref)
+    loaded, warnings = await _read_ref_files(snap, plan, path)
     budget = (
         plan.context_budget_kb
         if "context_budget_kb" in plan.frontmatter_keys
@@ -216,6 +259,7 @@ async def review_plan(
         mode="critique",
         overrides=_overrides(plan),
         extras={**(extras or {}), "review": review},
+        commit=snap.commit,  # the commit the plan was read at: the debaters read it too
     )
     started = await r.started(origin) is not None
     return "started" if started else "refused"

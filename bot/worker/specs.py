@@ -14,6 +14,7 @@ from bot.debate.types import (
     DebateSpec,
     Mode,
     PersonaSpec,
+    RepoRef,
     SubjectKind,
 )
 from bot.errors import ConfigError, ProtocolError
@@ -73,6 +74,7 @@ def build_spec(
     run_id: str,
     arbitration: ArbitrationContext | None = None,
     overrides: Overrides | None = None,
+    repo_ref: RepoRef | None = None,
 ) -> DebateSpec:
     """Raises ConfigError (a message for the user) when no model is configured or
     the personas don't fit the mode, before any run exists."""
@@ -112,6 +114,7 @@ def build_spec(
         arbitration=arbitration,
         seed=run_id,
         default_models=tuple(models),
+        repo_ref=repo_ref,
     )
     try:
         next_step(spec, ())  # the engine's own checks (persona count, names, rounds)

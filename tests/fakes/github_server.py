@@ -68,6 +68,8 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tests.fakes import github_archive
+
 MAX_BODY_CHARS = 65_536
 DOCS = "https://docs.github.com/rest"
 REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
@@ -368,9 +370,12 @@ class Faults:
 # -- the fake ------------------------------------------------------------------
 
 
-def _tree_entries(files: dict[str, bytes], recursive: bool) -> list[dict[str, Any]]:
+def _tree_entries(
+    files: dict[str, bytes], recursive: bool, modes: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Git-trees entries for a commit's files: folders (``tree``) and files (``blob``),
-    sorted by path like git; without ``recursive`` only the top level."""
+    sorted by path like git; without ``recursive`` only the top level. ``modes``:
+    paths seeded as symlinks (120000) or submodules (160000, type ``commit``)."""
     folders = {
         "/".join(path.split("/")[:i]) for path in files for i in range(1, path.count("/") + 1)
     }
@@ -381,6 +386,13 @@ def _tree_entries(files: dict[str, bytes], recursive: bool) -> list[dict[str, An
         {"path": path, "mode": "100644", "type": "blob", "sha": blob_sha(data), "size": len(data)}
         for path, data in files.items()
     ]
+    for e in entries:
+        mode = (modes or {}).get(str(e["path"]))
+        if mode == "160000":  # a submodule: the commit it pins, no size
+            e.update(mode=mode, type="commit", sha=files[str(e["path"])].decode())
+            e.pop("size")
+        elif mode is not None:
+            e["mode"] = mode
     if not recursive:
         entries = [e for e in entries if "/" not in e["path"]]
     return sorted(entries, key=lambda e: str(e["path"]))
@@ -437,6 +449,11 @@ class FakeGitHub:
         self.requests: list[RecordedRequest] = []
         # GitHub answers at most 100,000 tree entries (and 7 MB) and sets `truncated`.
         self.tree_limit = 100_000
+        # Archives and special tree entries (tests/fakes/github_archive.py): repo ->
+        # path -> git mode ("120000" symlink, "160000" submodule); (repo, sha) -> a
+        # crafted archive served instead of the commit's own.
+        self.modes: dict[str, dict[str, str]] = {}
+        self.archives: dict[tuple[str, str], bytes] = {}
         self._public_key = (
             public_key_pem.decode() if isinstance(public_key_pem, bytes) else public_key_pem
         )
@@ -527,6 +544,12 @@ class FakeGitHub:
             repo.commits[root] = {}
             repo.branches[default_branch] = root
             self._repos[full_name] = repo
+
+    def set_mode(self, repo: str, path: str, mode: str) -> None:
+        """Seed: ``path`` is a symlink (``120000``; its content is the target) or a
+        submodule (``160000``; its content is the commit it pins)."""
+        with self._lock:
+            self.modes.setdefault(repo, {})[path.strip("/")] = mode
 
     def set_permission(self, repo: str, username: str, permission: str) -> None:
         if permission not in LEGACY_PERMISSION:
@@ -1707,7 +1730,7 @@ class FakeGitHub:
                 if not tree:
                     raise ApiError(409, "Git Repository is empty.")
                 recursive = request.query_params.get("recursive") not in (None, "", "0", "false")
-                entries = _tree_entries(tree, recursive)
+                entries = _tree_entries(tree, recursive, self.modes.get(r.full_name))
                 limit = self.tree_limit
             base = f"{self.api_url}/repos/{owner}/{repo}/git"
             return JSONResponse(
@@ -2133,6 +2156,7 @@ class FakeGitHub:
                 }
             )
 
+        github_archive.install(app, self)
         return app
 
     def _gql_threads(self, installation: int, query: str, variables: dict[str, Any]) -> Any:
