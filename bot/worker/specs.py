@@ -73,6 +73,7 @@ def build_spec(
     run_id: str,
     arbitration: ArbitrationContext | None = None,
     overrides: Overrides | None = None,
+    tools_available: bool = False,
 ) -> DebateSpec:
     """Raises ConfigError (a message for the user) when no model is configured or
     the personas don't fit the mode, before any run exists."""
@@ -112,6 +113,9 @@ def build_spec(
         arbitration=arbitration,
         seed=run_id,
         default_models=tuple(models),
+        # Tools need the shell's snapshot of the pinned commit (tools_available).
+        tools=tools_available and config.tools and not command.no_tools,
+        require_evidence=config.arbitration.require_evidence,
     )
     try:
         next_step(spec, ())  # the engine's own checks (persona count, names, rounds)
