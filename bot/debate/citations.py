@@ -99,9 +99,7 @@ def _holds(lines: Sequence[str], first: int, last: int, quote: str) -> bool:
     return any(quote in _norm(lines[i - 1]) for i in range(lo, hi + 1))
 
 
-def check_one(
-    c: Cited, lines: Sequence[str] | None, *, html_url: str, sha: str
-) -> CitationCheck:
+def check_one(c: Cited, lines: Sequence[str] | None, *, html_url: str, sha: str) -> CitationCheck:
     def unverified(reason: str) -> CitationCheck:
         return CitationCheck(c.cited, c.path, c.start, c.end, "unverified", reason=reason)
 
@@ -117,7 +115,9 @@ def check_one(
         quote = ""
     in_file = c.end <= len(lines)
     if in_file and (not quote or _holds(lines, c.start, c.end, quote)):
-        return CitationCheck(c.cited, c.path, c.start, c.end, "verified", url=linked(c.start, c.end))
+        return CitationCheck(
+            c.cited, c.path, c.start, c.end, "verified", url=linked(c.start, c.end)
+        )
     if quote:
         # The nearest line holding the quote within the window; the range keeps its length.
         span = c.end - c.start
@@ -136,7 +136,9 @@ def check_one(
                     fixed_end=hi,
                 )
         if in_file:
-            return unverified(f"the quoted line is not at L{c.start} nor within {REPAIR_WINDOW} lines")
+            return unverified(
+                f"the quoted line is not at L{c.start} nor within {REPAIR_WINDOW} lines"
+            )
     return unverified(f"past the end of the file ({len(lines)} lines)")
 
 

@@ -274,13 +274,13 @@ def arbitration_verdict(run: RunView) -> tuple[ArbitrationVerdict, str]:
             f"the judge said {judged} but the closing stances ({closing}) point to {panel}",
         )
     spec = run.spec
-    if judged != "ESCALATED" and spec.tools and spec.require_evidence:
-        if not has_verified(run.synthesis.evidence):
-            return (
-                "ESCALATED",
-                f"the judge said {judged} without a verified citation of the code it rests "
-                "on (a verdict must cite code that checks out at the pinned commit)",
-            )
+    needs = judged != "ESCALATED" and spec.tools and spec.require_evidence
+    if needs and not has_verified(run.synthesis.evidence):
+        return (
+            "ESCALATED",
+            f"the judge said {judged} without a verified citation of the code it rests "
+            "on (a verdict must cite code that checks out at the pinned commit)",
+        )
     return judged, ""
 
 
@@ -292,9 +292,7 @@ def evidence_notes(run: RunView) -> list[str]:
         if t is not None and rests_on_unverified(t.evidence):
             assert t.evidence is not None
             cited = ", ".join(code(c.cited) for c in t.evidence.citations[:6])
-            out.append(
-                f"{s.name}'s case rested on citations that could not be verified ({cited})."
-            )
+            out.append(f"{s.name}'s case rested on citations that could not be verified ({cited}).")
     return out
 
 

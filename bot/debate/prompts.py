@@ -496,9 +496,7 @@ def synthesis_suffix(
             "(untrusted model output)",
             "Give no weight to a claim that rests only on these.",
             fence(
-                "\n".join(
-                    f"{_name(name)}: " + "; ".join(items[:12]) for name, items in unverified
-                )
+                "\n".join(f"{_name(name)}: " + "; ".join(items[:12]) for name, items in unverified)
             ),
         ]
     task_format = _SYNTHESIS_FORMAT["review" if _reviews_repository(spec) else spec.mode]

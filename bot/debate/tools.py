@@ -39,7 +39,9 @@ def budget_for(spec: DebateSpec, phase: Phase) -> ToolBudget | None:
     """The tools and budgets of a request in ``phase``, or None (no tools)."""
     if not spec.tools or phase not in TOOL_PHASES:
         return None
-    return ToolBudget(tools=TOOL_NAMES, max_calls=MAX_CALLS, max_bytes=MAX_BYTES, max_steps=MAX_STEPS)
+    return ToolBudget(
+        tools=TOOL_NAMES, max_calls=MAX_CALLS, max_bytes=MAX_BYTES, max_steps=MAX_STEPS
+    )
 
 
 _PATH = {"type": "string", "description": "a path relative to the repository root"}

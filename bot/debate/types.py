@@ -186,6 +186,30 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    id: str  # the provider's call id, or one the shell made when it sent none
+    name: str
+    arguments: str  # the arguments as the model sent them (JSON text, maybe malformed)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One finished step of a turn's tool loop: the model's calls and our answers."""
+
+    text: str  # what the model said beside its calls (often "")
+    calls: tuple[ToolCall, ...]
+    results: tuple[ToolResult, ...]
+
+
+@dataclass(frozen=True)
 class Turn:
     """One finished model call (or the record that it could not be made)."""
 

@@ -60,6 +60,7 @@ from bot.store.schema import (
     runs,
     turns,
 )
+from bot.store.steps import StepQueries
 from bot.store.trigger import Trigger
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
@@ -82,7 +83,7 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class RunStore(ScheduleQueries, PacingQueries):
+class RunStore(ScheduleQueries, PacingQueries, StepQueries):
     def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
         self._delivery_stmts: tuple[sa.Executable, sa.Executable] | None = None
         self._turn_stmts: tuple[sa.Executable, sa.Executable, sa.Executable] | None = None
