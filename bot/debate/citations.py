@@ -179,9 +179,10 @@ def link_citations(text: str, checks: Iterable[CitationCheck]) -> str:
     out: list[str] = []
     pos = 0
     for c in parse_citations(text):
-        ch = by_cited.get(c.cited)
-        if ch is None:
+        found = by_cited.get(c.cited)
+        if found is None:
             continue
+        ch = found
         a, b = c.span
         if text[a - 1 : a] == "[" and text[b : b + 2] == "](":
             continue  # already linked

@@ -175,11 +175,13 @@ class OpenAIProvider(HttpProvider):
             conversation.prompt.suffix + history_as_text(conversation.history, conversation.note),
         )
         usage = self._usage(data, model, estimate, text, latency_ms)
-        if conversation.final and calls:
+        if conversation.final and calls and not as_text:
             # tool_choice "none" ignored: ask again without tools, the steps as text.
             self._ignores_tool_choice.add(model)
             again = await self.step(model, conversation, max_output_tokens)
             return replace(again, usage=add_usage(usage, again.usage))
+        if conversation.final:
+            calls = ()
         if not calls and not text:
             why = " (the token limit was reached first)" if truncated else ""
             raise ModelError(

@@ -10,7 +10,7 @@ turn's ``Evidence``, which the store's ``turns`` rows do not carry.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,6 +34,8 @@ class StoredStep:
     usage: Usage
     truncated: bool = False
     final: bool = False
+    bytes_read: int = 0  # repository bytes the step's tools read
+    files: tuple[str, ...] = ()  # files its read_file calls read
     evidence: Evidence | None = None  # final steps only
 
 
@@ -74,7 +76,7 @@ class StepQueries:
             turn_steps.c.run_id == run_id, turn_steps.c.final.is_(True)
         )
         with self._read("load_evidence") as conn:
-            rows: Sequence[sa.Row[tuple[str, str]]] = conn.execute(query).all()
+            rows = conn.execute(query).all()
         out: dict[str, Evidence] = {}
         for row in rows:
             step = from_json(StoredStep, row.body)
