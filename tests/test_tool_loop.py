@@ -31,7 +31,9 @@ FILES = {
     "tests/test_views.py": "def test_view_none():\n    pass\n",
     "README.md": "# Demo\n\nRun it.\n",
 }
-ANSWER = 'POSITION: safe.\nSee `app/views.py:L5` "assert user is not None".\nPOINT 1: HOLD — checked'
+ANSWER = (
+    'POSITION: safe.\nSee `app/views.py:L5` "assert user is not None".\nPOINT 1: HOLD — checked'
+)
 BUDGET = ToolBudget(
     tools=("list_files", "read_file", "search_code"), max_calls=10, max_bytes=48_000, max_steps=6
 )

@@ -54,7 +54,7 @@ async def run_tool(reader: MemoryReader, name: str, arguments: str, caps: Any) -
     try:
         args = json.loads(arguments or "{}")
     except ValueError:
-        return _refuse(f"{name}: the arguments are not JSON; send an object like {{\"path\": \"\"}}")
+        return _refuse(f'{name}: the arguments are not JSON; send an object like {{"path": ""}}')
     if not isinstance(args, dict):
         return _refuse(f"{name}: the arguments must be a JSON object")
     if name == "list_files":

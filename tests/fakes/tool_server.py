@@ -147,7 +147,9 @@ class ToolModelServer(FakeModelServer):
         text = answer if isinstance(answer, str) else ""
         if calls and not (seen.may_call or (self.ignore_tool_choice and seen.tools)):
             calls, text = [], "(the model wanted more tools) final answer"
-        out_tokens = len(tokenize(text)) + sum(len(tokenize(json.dumps(c.arguments))) for c in calls)
+        out_tokens = len(tokenize(text)) + sum(
+            len(tokenize(json.dumps(c.arguments))) for c in calls
+        )
         if api == "openai":
             self._commit(scope, tokens)
             record.usage = {
@@ -219,7 +221,12 @@ class ToolModelServer(FakeModelServer):
                 except ValueError:
                     given = {"raw": given}  # the real API always sends an object
             content.append(
-                {"type": "tool_use", "id": self._id("toolu_", serial, i), "name": c.name, "input": given}
+                {
+                    "type": "tool_use",
+                    "id": self._id("toolu_", serial, i),
+                    "name": c.name,
+                    "input": given,
+                }
             )
         return {
             "id": f"msg_tools{serial}",
@@ -384,9 +391,7 @@ def _read_anthropic(body: dict[str, Any]) -> tuple[Seen, list[tuple[str, bool]]]
     if pending:
         raise _bad("the last message holds tool_use blocks without results")
     if has_tool_blocks and not tools:
-        raise _bad(
-            "Requests which include `tool_use` or `tool_result` blocks must define tools."
-        )
+        raise _bad("Requests which include `tool_use` or `tool_result` blocks must define tools.")
     if sum(1 for _, cached in parts if cached) > 4:
         raise _bad("A maximum of 4 blocks with cache_control may be provided.")
     return seen, parts
