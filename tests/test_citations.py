@@ -9,7 +9,7 @@ from bot.debate.citations import (
     permalink,
     tally,
 )
-from bot.debate.types import Evidence, Turn, TurnKey
+from bot.debate.types import CitationCheck, Evidence, Turn, TurnKey
 
 SHA = "a" * 40
 URL = "https://github.com/octo/repo"
@@ -26,7 +26,7 @@ FILES = {
 }
 
 
-def check(text: str, html_url: str = URL) -> list:
+def check(text: str, html_url: str = URL) -> list[CitationCheck]:
     return list(check_citations(text, FILES.get, html_url=html_url, sha=SHA))
 
 

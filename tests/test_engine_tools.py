@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from bot.commands.parser import UsageError, parse_command
+from bot.commands.parser import parse_command
 from bot.config import load_repo_config
 from bot.debate import prompts
 from bot.debate.citations import check_citations
 from bot.debate.render import render_round
 from bot.debate.tools import MAX_CALLS, TOOL_RULES
 from bot.debate.types import Evidence, ModelRequest, Turn
-from tests.harness.engine import Run, reply_turn, spec_for
+from bot.errors import UsageError
+from tests.harness.engine import Run, spec_for
 
 FILES = {"app/views.py": ["def view(user):", "    assert user is not None", "    return user.name"]}
 SHA = "b" * 40

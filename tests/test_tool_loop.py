@@ -26,7 +26,9 @@ OPENAI_KEY = "sk-test-" + secrets.token_hex(8)
 ANTHROPIC_KEY = "sk-ant-test-" + secrets.token_hex(8)
 
 FILES = {
-    "app/views.py": "import os\n\n\ndef view(user):\n    assert user is not None\n    return user.name\n",
+    "app/views.py": (
+        "import os\n\n\ndef view(user):\n    assert user is not None\n    return user.name\n"
+    ),
     "app/models.py": "class User:\n    name: str\n",
     "tests/test_views.py": "def test_view_none():\n    pass\n",
     "README.md": "# Demo\n\nRun it.\n",
@@ -52,10 +54,10 @@ def request(ref: str, budget: ToolBudget | None = BUDGET, slot: str = "Atlas") -
 
 def settings_for(server: ToolModelServer) -> Settings:
     return Settings(
-        _env_file=None,  # type: ignore[call-arg]
-        openai_api_key=OPENAI_KEY,  # type: ignore[arg-type]
+        _env_file=None,
+        openai_api_key=OPENAI_KEY,
         openai_base_url=server.openai_base_url,
-        anthropic_api_key=ANTHROPIC_KEY,  # type: ignore[arg-type]
+        anthropic_api_key=ANTHROPIC_KEY,
         anthropic_base_url=server.anthropic_base_url,
         model_timeout_s=5.0,
         model_max_retries=1,
@@ -322,7 +324,9 @@ def test_a_turn_killed_mid_loop_resumes_without_paying_a_step_twice(
     async def killed() -> None:
         server.latency_s = 0.3
         task = asyncio.create_task(complete(server, req, reader=reader, store=store, run_id=run.id))
-        while len(server.requests) < 3:  # the third step (the answer) is in flight
+        for _ in range(500):  # until the third step (the answer) is in flight
+            if len(server.requests) >= 3:
+                break
             await asyncio.sleep(0.02)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

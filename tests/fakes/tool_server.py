@@ -358,11 +358,11 @@ def _read_anthropic(body: dict[str, Any]) -> tuple[Seen, list[tuple[str, bool]]]
         if not isinstance(content, list) or not content:
             raise _bad(f"messages.{i}: all messages must have non-empty content")
         if pending:
-            answered = []
+            answered: list[str] = []
             for b in content:
                 if not (isinstance(b, dict) and b.get("type") == "tool_result"):
                     break
-                answered.append(b.get("tool_use_id"))
+                answered.append(str(b.get("tool_use_id")))
             if role != "user" or sorted(answered) != sorted(pending):
                 raise _bad(
                     f"messages.{i}: `tool_use` ids were found without `tool_result` blocks "
