@@ -190,9 +190,9 @@ class AnthropicProvider(HttpProvider):
 def tool_request_body(
     model: str, conv: Conversation, max_output_tokens: int, *, as_text: bool = False
 ) -> dict[str, Any]:
-    """The Messages request of one step. The prompt keeps its cache breakpoint and
-    the last block of the conversation gets one too, so each step reads the steps
-    before it from the cache (4 breakpoints at most; this uses 2)."""
+    """The Messages request of one step. The prompt keeps its cache breakpoint; the
+    last blocks of this step and of the step before get one each, so each step
+    reads the steps before it from the cache (4 breakpoints at most; this uses 3)."""
     body = request_body(model, conv.prompt, max_output_tokens)
     first: list[dict[str, Any]] = body["messages"][0]["content"]
     if as_text:
@@ -218,8 +218,10 @@ def tool_request_body(
             messages[-1]["content"].append({"type": "text", "text": conv.note})
         else:
             first.append({"type": "text", "text": conv.note})
-    if conv.history:
-        messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+    # Breakpoints at the end of this step and of the step before: the next step
+    # reads this one from the cache, and this one reads the one before.
+    for back in (1, 3)[: len(conv.history)]:
+        messages[-back]["content"][-1]["cache_control"] = {"type": "ephemeral"}
     if conv.tools:
         body["tools"] = [
             {"name": name, "description": text, "input_schema": schema}
