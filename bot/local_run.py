@@ -70,6 +70,7 @@ class LocalOptions:
     alternating: bool = False
     dry_run: bool = False
     output_dir: Path | None = None
+    no_tools: bool = False  # `--no-tools`: argue from the prompt alone
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ def run_local(
         model=options.model,
         judge=options.judge,
         alternating=options.alternating,
+        no_tools=options.no_tools,
     )
     return _start(settings, options, overrides, _prepare(path, options, overrides, cwd), clock)
 

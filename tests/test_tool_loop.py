@@ -391,3 +391,42 @@ def test_tool_arguments_reach_the_tool_verbatim(make: Any) -> None:
     assert got == ["4: def view(user):\n5:     assert user is not None"]
     sent = server.requests[1].body["messages"][2]["tool_calls"][0]["function"]["arguments"]
     assert json.loads(sent) == json.loads(args)
+
+
+def test_anthropic_proxy_that_ignores_tool_choice_gets_the_steps_as_text(make: Any) -> None:
+    def script(seen: Seen) -> str | list[Call]:
+        if seen.tools:
+            return [Call("list_files", {"path": ""})]
+        return "POSITION: done.\nPOINT 1: HOLD — enough"
+
+    server = make(script, ignore_tool_choice=True)
+    budget = ToolBudget(BUDGET.tools, max_calls=10, max_bytes=48_000, max_steps=2)
+    turn, _ = asyncio.run(complete(server, request(PROVIDERS["anthropic"], budget)))
+    assert turn.status == "ok" and turn.text.startswith("POSITION: done.")
+    last = server.requests[-1].body
+    assert "tools" not in last and len(last["messages"]) == 1
+    assert "You called list_files" in last["messages"][0]["content"][-1]["text"]
+
+
+def test_the_scripted_reader_reads_before_it_answers() -> None:
+    """Offline (no server): ``scripted/reader`` lists, reads, then cites what it read."""
+    settings = Settings(_env_file=None)
+    req = ModelRequest(
+        key=TurnKey("opening", 1, "Atlas"),
+        models=("scripted/reader",),
+        prompt=Prompt("", "", "## Your task\nOPENING round.\n\nTASK: opening\nPOINTS: 1\n"),
+        max_output_tokens=300,
+        tools=BUDGET,
+    )
+
+    async def go() -> Any:
+        async with ModelRouter(settings) as router:
+            reader = MemoryReader(dict(FILES))
+            loop = ToolLoop(router, router.complete, reader, run_tool, None, "run-1")
+            return await loop.complete(req), reader
+
+    turn, reader = asyncio.run(go())
+    assert reader.reads == ["list_files", "read_file"]
+    assert turn.evidence is not None and turn.evidence.files_read == ("README.md",)
+    (check,) = turn.evidence.citations
+    assert check.status == "verified" and check.url.endswith("README.md?plain=1#L1")

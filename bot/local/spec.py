@@ -44,6 +44,7 @@ class Overrides:
     model: str | None = None
     judge: str | None = None
     alternating: bool = False
+    no_tools: bool = False
 
 
 def parse_mode(value: str | None) -> Mode | None:
@@ -67,6 +68,7 @@ def build_spec(
     settings: Settings,
     available_providers: frozenset[str],
     seed: str,
+    tools_available: bool = False,
 ) -> DebateSpec:
     model = (overrides.model or "").strip() or None
     personas = tuple(
@@ -102,6 +104,8 @@ def build_spec(
         available_providers=available_providers,
         seed=seed,
         default_models=default_models,
+        # Tools need a reader of the working tree (tools_available).
+        tools=tools_available and not overrides.no_tools,
     )
 
 
