@@ -430,3 +430,22 @@ def test_the_scripted_reader_reads_before_it_answers() -> None:
     assert turn.evidence is not None and turn.evidence.files_read == ("README.md",)
     (check,) = turn.evidence.citations
     assert check.status == "verified" and check.url.endswith("README.md?plain=1#L1")
+
+
+def test_history_is_trimmed_by_whole_steps(make: Any) -> None:
+    """A verbose model's old steps are left out whole: each tool_result still
+    follows its tool_use, so the Anthropic fake accepts every request."""
+
+    def script(seen: Seen) -> str | list[Call]:
+        if seen.may_call and seen.step < 3:
+            return [Call("list_files", {"path": "app", "why": "x" * 1500})]
+        return "POSITION: done.\nPOINT 1: HOLD — enough"
+
+    server = make(script)
+    budget = ToolBudget(BUDGET.tools, max_calls=10, max_bytes=1000, max_steps=6)
+    turn, _ = asyncio.run(complete(server, request(PROVIDERS["anthropic"], budget)))
+    assert turn.status == "ok"
+    assert all(r.status == 200 for r in server.requests)
+    last = server.requests[-1].body["messages"]
+    assert len(last) == 3  # the prompt and the latest step only
+    assert "earlier tool steps of this turn were left out" in json.dumps(last[-1])

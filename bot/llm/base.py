@@ -119,6 +119,22 @@ def names_tools(exc: ModelError) -> bool:
     return "tool" in detail or "function" in detail
 
 
+def trim_history(history: tuple[Exchange, ...], max_chars: int) -> tuple[tuple[Exchange, ...], int]:
+    """The most recent steps that fit in ``max_chars``, and how many older ones were
+    left out. Whole steps only: a call and its answer go or stay together, so every
+    ``tool_result`` still follows its ``tool_use`` (Anthropic refuses anything else).
+    The latest step always stays."""
+    kept: list[Exchange] = []
+    size = 0
+    for ex in reversed(history):
+        size += len(ex.text) + sum(len(c.arguments) for c in ex.calls)
+        size += sum(len(r.content) for r in ex.results)
+        if kept and size > max_chars:
+            break
+        kept.append(ex)
+    return tuple(reversed(kept)), len(history) - len(kept)
+
+
 def history_as_text(history: tuple[Exchange, ...], note: str) -> str:
     """The steps so far as plain text, for a request that must carry no tool blocks
     (a server that ignores ``tool_choice``, or one that refuses tools mid-turn)."""

@@ -47,7 +47,14 @@ from bot.debate.types import (
     Usage,
 )
 from bot.errors import BotError, ModelError, ToolsUnsupported
-from bot.llm.base import DROP_CLASSES, Conversation, Route, add_usage, history_as_text
+from bot.llm.base import (
+    DROP_CLASSES,
+    Conversation,
+    Route,
+    add_usage,
+    history_as_text,
+    trim_history,
+)
 from bot.logs import get_logger
 from bot.metrics import Metrics
 from bot.store.steps import StoredStep
@@ -62,6 +69,8 @@ OVER_CALLS: Final = (
     "Refused: this turn's tool-call budget ({n} calls) is used up; answer without tools."
 )
 CUT: Final = "\n[cut: this turn's tool budget of {n} bytes is used up]"
+TRIMMED: Final = "({n} earlier tool steps of this turn were left out to fit.)"
+HISTORY_FACTOR: Final = 2  # the steps sent back: at most twice the turn's byte budget
 
 
 # --- what the loop needs (bot/repo provides the snapshot side) -------------------
@@ -206,12 +215,16 @@ class ToolLoop:
             if route.ref in self.no_tools:
                 return await self._static(request, route, state, n, "the server refused tools")
             final = state.spent(budget)
+            # The byte budget bounds the answers; this bounds what a verbose model
+            # wrote beside its calls (rarely reached: the prefix cache stays intact).
+            history, dropped = trim_history(tuple(state.history), HISTORY_FACTOR * budget.max_bytes)
+            notes = [TRIMMED.format(n=dropped)] if dropped else []
             conversation = Conversation(
                 prompt=request.prompt,
-                history=tuple(state.history),
+                history=history,
                 tools=budget.tools,
                 final=final,
-                note=BUDGET_NOTE if final else "",
+                note=" ".join([*notes, BUDGET_NOTE] if final else notes),
             )
             try:
                 async with route.slot():
