@@ -10,7 +10,7 @@ import httpx
 
 from bot.debate.tools import definitions
 from bot.debate.types import Prompt, Usage
-from bot.errors import ModelError, ToolsUnsupported
+from bot.errors import ModelError
 from bot.llm.base import (
     Completion,
     Conversation,
@@ -21,7 +21,6 @@ from bot.llm.base import (
     approx_tokens,
     call_id,
     history_as_text,
-    names_tools,
 )
 from bot.llm.http import HttpProvider, count
 from bot.llm.pricing import estimate_cost
@@ -160,19 +159,9 @@ class AnthropicProvider(HttpProvider):
         if self._api_key:
             headers["x-api-key"] = self._api_key
         body = tool_request_body(model, conversation, max_output_tokens, as_text=as_text)
-        try:
-            data, latency_ms, label = await self._post(model, body, headers)
-        except ModelError as exc:
-            if "tools" in body and names_tools(exc):
-                raise ToolsUnsupported(str(exc)) from exc
-            raise
+        data, latency_ms, label = await self._post_step(model, body, headers)
         text, calls = _tool_answer(data, label, len(conversation.history))
-        estimate = Prompt(
-            conversation.prompt.system,
-            conversation.prompt.prefix,
-            conversation.prompt.suffix + history_as_text(conversation.history, conversation.note),
-        )
-        usage = self._usage(data, model, estimate, text, latency_ms)
+        usage = self._usage(data, model, conversation.as_prompt(), text, latency_ms)
         truncated = data.get("stop_reason") == "max_tokens"
         if conversation.final and calls and not as_text:
             # A proxy that ignored tool_choice "none": again, the steps as text, no tools.

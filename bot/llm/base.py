@@ -57,6 +57,14 @@ class Conversation:
     final: bool = False  # answer now, without tools
     note: str = ""  # said after the last tool answers (e.g. "the budget is used up")
 
+    def as_prompt(self) -> Prompt:
+        """The conversation as one prompt, the steps as text (for a server that
+        must get no tool blocks, and for token estimates)."""
+        if not self.history and not self.note:
+            return self.prompt
+        steps = "\n\n" + history_as_text(self.history, self.note)
+        return Prompt(self.prompt.system, self.prompt.prefix, self.prompt.suffix + steps)
+
 
 @dataclass(frozen=True)
 class ToolStep:

@@ -10,7 +10,7 @@ import httpx
 
 from bot.debate.tools import definitions
 from bot.debate.types import Prompt, Usage
-from bot.errors import ModelError, ToolsUnsupported
+from bot.errors import ModelError
 from bot.llm.base import (
     Completion,
     Conversation,
@@ -20,7 +20,6 @@ from bot.llm.base import (
     approx_tokens,
     call_id,
     history_as_text,
-    names_tools,
 )
 from bot.llm.http import HttpProvider, count
 from bot.llm.pricing import estimate_cost
@@ -162,19 +161,9 @@ class OpenAIProvider(HttpProvider):
         as_text = conversation.final and model in self._ignores_tool_choice
         body = self._tool_body(model, conversation, max_output_tokens, as_text=as_text)
         headers = {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        try:
-            data, latency_ms, label = await self._post(model, body, headers)
-        except ModelError as exc:
-            if "tools" in body and names_tools(exc):
-                raise ToolsUnsupported(str(exc)) from exc
-            raise
+        data, latency_ms, label = await self._post_step(model, body, headers)
         text, calls, truncated = _tool_answer(data, label, len(conversation.history))
-        estimate = Prompt(
-            conversation.prompt.system,
-            conversation.prompt.prefix,
-            conversation.prompt.suffix + history_as_text(conversation.history, conversation.note),
-        )
-        usage = self._usage(data, model, estimate, text, latency_ms)
+        usage = self._usage(data, model, conversation.as_prompt(), text, latency_ms)
         if conversation.final and calls and not as_text:
             # tool_choice "none" ignored: ask again without tools, the steps as text.
             self._ignores_tool_choice.add(model)

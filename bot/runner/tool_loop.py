@@ -39,7 +39,6 @@ from bot.debate.types import (
     Evidence,
     Exchange,
     ModelRequest,
-    Prompt,
     ToolBudget,
     ToolCall,
     ToolResult,
@@ -52,7 +51,6 @@ from bot.llm.base import (
     Conversation,
     Route,
     add_usage,
-    history_as_text,
     trim_history,
 )
 from bot.logs import get_logger
@@ -267,8 +265,7 @@ class ToolLoop:
         the server refused tools)."""
         prompt = request.prompt
         if state.history:
-            extra = "\n\n" + history_as_text(tuple(state.history), BUDGET_NOTE)
-            prompt = Prompt(prompt.system, prompt.prefix, prompt.suffix + extra)
+            prompt = Conversation(prompt, tuple(state.history), note=BUDGET_NOTE).as_prompt()
         async with route.slot():
             done = await route.provider.generate(route.model, prompt, request.max_output_tokens)
         state.usage = add_usage(state.usage, done.usage)
