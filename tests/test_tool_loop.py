@@ -449,3 +449,21 @@ def test_history_is_trimmed_by_whole_steps(make: Any) -> None:
     last = server.requests[-1].body["messages"]
     assert len(last) == 3  # the prompt and the latest step only
     assert "earlier tool steps of this turn were left out" in json.dumps(last[-1])
+
+
+@pytest.mark.parametrize(
+    ("message", "blames_tools"),
+    [
+        ("openai/m: HTTP 400: 'tools' is not supported for model m", True),
+        ("x/m: HTTP 500: tools param requires --jinja flag", True),  # llama.cpp
+        ('x/m: HTTP 400: "auto" tool choice requires --enable-auto-tool-choice', True),  # vLLM
+        ("openai/m: HTTP 400: context length exceeded", False),
+        ("openai/m: HTTP 401: bad key for tools", False),
+        ("openai/m: no answer within 5s", False),
+    ],
+)
+def test_which_refusals_blame_the_tools(message: str, blames_tools: bool) -> None:
+    from bot.errors import ModelError
+    from bot.llm.base import names_tools
+
+    assert names_tools(ModelError(message)) is blames_tools
