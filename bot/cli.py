@@ -135,6 +135,9 @@ def run(
             "under the repository root, else ./debates)"
         ),
     ] = None,
+    no_tools: Annotated[
+        bool, typer.Option("--no-tools", help="Argue without reading the repository")
+    ] = False,
 ) -> None:
     """Debate a markdown file locally and write a transcript."""
     from bot.local.console import LocalOptions, run_local
@@ -148,6 +151,7 @@ def run(
         alternating=alternating,
         dry_run=dry_run,
         output_dir=output_dir,
+        no_tools=no_tools,
     )
     _exit_with(lambda: run_local(_settings(), options))
 

@@ -166,6 +166,8 @@ class ArbitrationConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     resolve_on_dismissed: bool = False
     label_on_confirmed: str | None = None
+    # CONFIRMED / DISMISSED need a verified code citation, else ESCALATED (with tools).
+    require_evidence: bool = True
 
 
 class DesignReviewConfig(BaseModel):
@@ -203,6 +205,9 @@ class RepoConfig(BaseModel):
     design_review: DesignReviewConfig = Field(default_factory=DesignReviewConfig)
     # `debate:running` costs two extra writes per run (add, then remove): opt-in.
     running_label: bool = False
+    # Personas and the judge read the repository at the pinned commit through
+    # read-only tools (docs/configuration.md, `tools`); `--no-tools` turns it off per run.
+    tools: bool = True
 
     @field_validator("mode")
     @classmethod

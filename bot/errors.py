@@ -16,7 +16,8 @@ resumes it later; model calls are retried before the turn is dropped)::
     │   │   └── RateLimited        .resume_at: a wait beyond the cap; the run is handed back
     │   └── TargetGone             the run's issue or PR was deleted, transferred or locked
     ├── ModelError                 .drop_class: recorded on the dropped turn
-    │   └── TransientModelError    + Transient, .retry_after
+    │   ├── TransientModelError    + Transient, .retry_after
+    │   └── ToolsUnsupported       the server refused tools: the turn debates without them
     ├── ConfigError                its message is public
     │   └── UsageError             a /debate command that cannot be understood
     ├── StoreError                 a verdict: a bad query, a constraint, a bad state
@@ -137,6 +138,14 @@ class TransientModelError(ModelError, Transient):
     def __init__(self, message: str, *, drop_class: str, retry_after: float | None = None) -> None:
         super().__init__(message, drop_class=drop_class)
         self.retry_after = retry_after
+
+
+class ToolsUnsupported(ModelError):
+    """The server refused a request because of its tools (an HTTP 400 naming them, a
+    server without tool support). Not a drop: the tool loop answers from the prompt
+    alone (bot/tool_loop.py)."""
+
+    code = "tools_unsupported"
 
 
 class ConfigError(BotError):

@@ -130,6 +130,30 @@ class Metrics:
             ["provider", "drop_class"],
             registry=r,
         )
+        # Repository tools and citations (bot/tool_loop.py).
+        self.tool_calls = Counter(
+            "debate_bot_tool_calls",
+            "Repository tool calls by tool and result (ok, refused, over_budget)",
+            ["tool", "result"],
+            registry=r,
+        )
+        self.tool_bytes = Counter(
+            "debate_bot_tool_bytes_read", "Bytes of repository content the tools read", registry=r
+        )
+        self.tool_files = Counter(
+            "debate_bot_tool_files_read", "Files read per turn, summed over turns", registry=r
+        )
+        self.citations = Counter(
+            "debate_bot_citations",
+            "Code citations by check result (verified, repaired, unverified)",
+            ["status"],
+            registry=r,
+        )
+        self.tool_static_turns = Counter(
+            "debate_bot_tool_static_turns",
+            "Turns answered from the prompt alone because the server refused tools",
+            registry=r,
+        )
 
     def watch_runs(
         self,

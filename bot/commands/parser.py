@@ -52,6 +52,7 @@ _LONG_FLAGS: Final[dict[str, bool]] = {
     "--open-pr": False,
     "--file-issues": False,
     "--bots": False,
+    "--no-tools": False,
     "--help": False,
 }
 _SHORT_FLAGS: Final = {"-s": "--vote-stalemates", "-h": "--help"}
@@ -87,6 +88,7 @@ class Command:
     alternating: bool = False
     open_pr: bool = False
     file_issues: bool = False  # `review` of a folder or the repository
+    no_tools: bool = False  # debate from the prompt alone, without repository tools
     decide_point: int | None = None
     decide_choice: Choice | None = None
 
@@ -108,6 +110,7 @@ class _Flags:
     open_pr: bool = False
     file_issues: bool = False
     bots: bool = False
+    no_tools: bool = False
     help: bool = False
 
 
@@ -217,6 +220,8 @@ def _apply_flag(flags: _Flags, seen: set[str], name: str, value: str | None) -> 
         flags.file_issues = True
     elif name == "--bots":
         flags.bots = True
+    elif name == "--no-tools":
+        flags.no_tools = True
     elif name == "--help":
         flags.help = True
 
@@ -329,6 +334,7 @@ _COMMON_FLAGS: Final = {
     "--judge",
     "--vote-stalemates",
     "--alternating",
+    "--no-tools",
 }
 
 
@@ -363,6 +369,7 @@ def _build(
         alternating=flags.alternating,
         open_pr=flags.open_pr,
         file_issues=flags.file_issues,
+        no_tools=flags.no_tools,
     )
 
 
@@ -525,6 +532,7 @@ Flags:
 - `--judge m` — the judge's model reference
 - `-s`, `--vote-stalemates` — unresolved proposal points go to a voter panel
 - `--alternating` — personas speak in turn instead of in parallel
+- `--no-tools` — personas argue from the prompt alone, without reading the repository
 - `--open-pr` — (`review` of a plan only) open a pull request with the revised plan
 - `--file-issues` — (`review` of a folder or the repository) file one issue per agreed finding
 - `--bots` — (`arbitrate` only) every unresolved review comment left by a bot

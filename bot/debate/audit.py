@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bot.debate.citations import tally
 from bot.debate.routing import DEGRADED
 from bot.debate.types import JUDGE, Turn
 from bot.debate.view import RunView
@@ -75,6 +76,21 @@ def degradation_text(run: RunView) -> str:
     return f"{DEGRADED} — the personas were meant to run on different vendors; " + "; ".join(why)
 
 
+def evidence_lines(run: RunView) -> list[str]:
+    """Tool use and citation checks, when the run could read the repository."""
+    if not run.spec.tools:
+        return []
+    t = tally(run.used)
+    lines = [
+        f"- **Evidence:** {t.tool_calls} tool call(s), {t.files_read} file(s) read, "
+        f"{t.bytes_read:,} bytes read; citations {t.verified} verified, {t.repaired} "
+        f"repaired, {t.unverified} unverified"
+    ]
+    if t.static_turns:
+        lines.append(f"  - {t.static_turns} turn(s) answered without tools (tools refused)")
+    return lines
+
+
 def audit_block(run: RunView) -> str:
     spec = run.spec
     used = run.used
@@ -140,6 +156,7 @@ def audit_block(run: RunView) -> str:
         f"- **Degradation:** {degradation}",
         f"- **Escalation:** {escalation}",
         f"- **Context files:** {files}",
+        *evidence_lines(run),
         "- **Warnings:** " + ("none" if not warn else ""),
         *[f"  - {x}" for x in warn],
     ]

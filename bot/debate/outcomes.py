@@ -6,9 +6,10 @@ Bodies are markdown without any marker line (the shell adds the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bot.debate.audit import answered_by, audit_block, code, model_specs
+from bot.debate.citations import checks_of, has_verified, link_citations, rests_on_unverified
 from bot.debate.replies import (
     DebateVerdict,
     parse_arbitration,
@@ -52,6 +53,11 @@ def build_outcome(run: RunView, final: Final) -> Outcome:
 
 
 def outcome_parts(run: RunView, final: Final) -> Parts:
+    p = _outcome_parts(run, final)
+    return replace(p, main=with_evidence(run, p.main)) if p.kind != "aborted" else p
+
+
+def _outcome_parts(run: RunView, final: Final) -> Parts:
     audit = audit_block(run)
     if final.kind == "aborted":
         main = _aborted(run, final.reason)
@@ -267,7 +273,39 @@ def arbitration_verdict(run: RunView) -> tuple[ArbitrationVerdict, str]:
             "ESCALATED",
             f"the judge said {judged} but the closing stances ({closing}) point to {panel}",
         )
+    spec = run.spec
+    needs = judged != "ESCALATED" and spec.tools and spec.require_evidence
+    if needs and not has_verified(run.synthesis.evidence):
+        return (
+            "ESCALATED",
+            f"the judge said {judged} without a verified citation of the code it rests "
+            "on (a verdict must cite code that checks out at the pinned commit)",
+        )
     return judged, ""
+
+
+def evidence_notes(run: RunView) -> list[str]:
+    """One line per persona whose case rested on citations that could not be verified."""
+    out = []
+    for s in run.seats:
+        t = run.latest_ok(s.name)
+        if t is not None and rests_on_unverified(t.evidence):
+            assert t.evidence is not None
+            cited = ", ".join(code(c.cited) for c in t.evidence.citations[:6])
+            out.append(f"{s.name}'s case rested on citations that could not be verified ({cited}).")
+    return out
+
+
+def with_evidence(run: RunView, main: str) -> str:
+    """``main`` with every checked citation linked or marked ``(unverified)``, and a
+    note for each persona whose case rested on unverified ones."""
+    checks = checks_of(run.used)
+    if checks:
+        main = link_citations(main, checks)
+    notes = evidence_notes(run)
+    if notes:
+        main = main.rstrip() + "\n\n### Evidence\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
+    return main
 
 
 def _arbitration(run: RunView) -> tuple[ArbitrationVerdict, str]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from bot.debate.personas import classification_menu
 from bot.debate.stances import own_position_summary
+from bot.debate.tools import TOOL_RULES
 from bot.debate.types import DebateSpec, Phase
 
 TASK_HEADER = "## Your task"
@@ -47,6 +48,11 @@ AGREE: the sides now agree on this point. HOLD: you keep a position that \
 differs from the other side's. CONCEDE: you accept the other side's position. \
 A point stays open while two or more personas HOLD it.
 """
+
+
+def system_for(spec: DebateSpec) -> str:
+    """The run's one system prompt: the evidence rules join it when tools are on."""
+    return SYSTEM + TOOL_RULES if spec.tools else SYSTEM
 
 
 def fence(text: str) -> str:
@@ -294,6 +300,11 @@ def persona_suffix(
             "closing stance on point 1 is checked against the judge's verdict: CONCEDE "
             "only if the other side's reading of the concern is right."
         )
+        if spec.tools:
+            lines.append(
+                "Read the code the concern is about at the pinned commit (its definition, "
+                "callers and tests, even outside the diff) and cite what settles it."
+            )
     if escalation_summary:
         lines += ["", *_summary_block(escalation_summary)]
     lines += ["", *_points_block(points)]
@@ -422,6 +433,13 @@ _SYNTHESIS_FORMAT: dict[str, str] = {
 }
 
 
+_ARBITRATION_EVIDENCE = (
+    "\nEVIDENCE: the code your verdict rests on, cited as `path:L12-L20` with the cited line "
+    "quoted: for CONFIRMED the code the concern affects, for DISMISSED the code that refutes "
+    "it. A CONFIRMED or DISMISSED verdict without a verified citation is escalated to a human."
+)
+
+
 def _reviews_repository(spec: DebateSpec) -> bool:
     return spec.mode == "critique" and spec.subject_kind == "repository"
 
@@ -438,6 +456,7 @@ def synthesis_suffix(
     notes: Sequence[str],
     words: int,
     escalation_summary: str,
+    unverified: Sequence[tuple[str, Sequence[str]]] = (),
 ) -> str:
     if synthesizer == "judge":
         role = (
@@ -469,10 +488,24 @@ def synthesis_suffix(
         ]
     if notes:
         lines += ["", "## Notes", *[f"- {n}" for n in notes]]
+    if unverified:
+        # The citations are model output (paths and reasons), so fenced.
+        lines += [
+            "",
+            "## Citations that could not be verified against the repository "
+            "(untrusted model output)",
+            "Give no weight to a claim that rests only on these.",
+            fence(
+                "\n".join(f"{_name(name)}: " + "; ".join(items[:12]) for name, items in unverified)
+            ),
+        ]
+    task_format = _SYNTHESIS_FORMAT["review" if _reviews_repository(spec) else spec.mode]
+    if spec.mode == "arbitrate" and spec.tools:
+        task_format += _ARBITRATION_EVIDENCE
     lines += [
         "",
         TASK_HEADER,
-        _SYNTHESIS_FORMAT["review" if _reviews_repository(spec) else spec.mode],
+        task_format,
         f"Write at most {words} words.",
         "",
         _trailer(

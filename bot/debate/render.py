@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 
 from bot.debate.audit import code
+from bot.debate.citations import link_citations
 from bot.debate.fold import replay
 from bot.debate.outcomes import Parts, outcome_parts
 from bot.debate.prompts import word_budget
@@ -61,10 +62,11 @@ def _render_round(spec: DebateSpec, run: RunView, round: int, tier: int) -> str:
         if t.status == "dropped":
             lines += [f"### {s.name} — dropped (`{t.drop_class}`)", ""]
             continue
+        checks = t.evidence.citations if t.evidence is not None else ()
         lines += [
             f"### {s.name} ({code(t.model)})",
             "",
-            f"> {_safe(parse_position(t.text, max_chars=600))}",
+            f"> {_safe(link_citations(parse_position(t.text, max_chars=600), checks))}",
             "",
         ]
         stances = rec.ledger[s.name]
@@ -75,7 +77,7 @@ def _render_round(spec: DebateSpec, run: RunView, round: int, tier: int) -> str:
             lines.append(f"- Point {p}: **{e.stance}**{reason}{implicit}")
         if t.truncated:
             lines += ["", "_This turn was cut off at the output limit._"]
-        lines += ["", *_details(f"{s.name} — full turn", t.text), ""]
+        lines += ["", *_details(f"{s.name} — full turn", link_citations(t.text, checks)), ""]
     if rec.open:
         lines.append("**Still contested:** " + ", ".join(f"point {p}" for p in rec.open))
     else:

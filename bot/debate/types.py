@@ -33,6 +33,10 @@ OutcomeKind = Literal[
     "aborted",  # quorum lost, vendors unavailable with on_unavailable=abort, ...
 ]
 ArbitrationVerdict = Literal["DISMISSED", "CONFIRMED", "ESCALATED"]
+# The read-only repository tools (docs/architecture.md, "Evidence"); names are a contract.
+ToolName = Literal["list_files", "read_file", "search_code"]
+TOOL_NAMES: Final[tuple[ToolName, ...]] = get_args(ToolName)
+CitationStatus = Literal["verified", "repaired", "unverified"]
 
 JUDGE = "judge"  # slot name of the judge
 
@@ -134,6 +138,12 @@ class DebateSpec:
     max_escalations: int = 2  # never more than two, whatever is configured
     subject_kind: SubjectKind = "plan"
     repo_ref: RepoRef | None = None  # what the debaters' repository tools read
+    # Personas and the judge may read the repository at the pinned commit
+    # (repo config `tools`, `--no-tools`); the shell runs the tool loop.
+    tools: bool = False
+    # Arbitration: CONFIRMED / DISMISSED need a verified citation, else ESCALATED
+    # (repo config `arbitration.require_evidence`; only when tools are on).
+    require_evidence: bool = True
 
 
 @dataclass(frozen=True)
@@ -157,6 +167,61 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class CitationCheck:
+    """One ``path:L12`` / ``path:L12-L20`` citation of a turn, checked against the
+    pinned commit by the shell (``bot.debate.citations.check_citations``)."""
+
+    cited: str  # the citation as the model wrote it, e.g. "bot/x.py:L12-L20"
+    path: str
+    start: int
+    end: int
+    status: CitationStatus
+    url: str = ""  # the permalink (verified or repaired), else ""
+    # A repaired citation: the lines the quote was found at instead.
+    fixed_start: int = 0
+    fixed_end: int = 0
+    reason: str = ""  # unverified: why (no such file, past the end, quote not found)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a turn read and cited: the tool loop's counts and its citations."""
+
+    tool_calls: int = 0
+    files_read: tuple[str, ...] = ()
+    bytes_read: int = 0
+    steps: int = 0  # model calls the turn's loop made
+    citations: tuple[CitationCheck, ...] = ()
+    # Why the turn debated from the static context only (e.g. the server refused
+    # tools); "" when tools were used or never offered.
+    static_reason: str = ""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str  # the provider's call id, or one the shell made when it sent none
+    name: str
+    arguments: str  # the arguments as the model sent them (JSON text, maybe malformed)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One finished step of a turn's tool loop: the model's calls and our answers."""
+
+    text: str  # what the model said beside its calls (often "")
+    calls: tuple[ToolCall, ...]
+    results: tuple[ToolResult, ...]
+
+
+@dataclass(frozen=True)
 class Turn:
     """One finished model call (or the record that it could not be made)."""
 
@@ -167,6 +232,7 @@ class Turn:
     status: TurnStatus = "ok"
     drop_class: DropClass | None = None
     truncated: bool = False  # the provider stopped at the output limit
+    evidence: Evidence | None = None  # a turn of a run with tools (bot/tool_loop.py)
 
 
 @dataclass(frozen=True)
@@ -181,11 +247,23 @@ class Prompt:
 
 
 @dataclass(frozen=True)
+class ToolBudget:
+    """The tools a request may use and its per-turn budgets (bot/debate/tools.py
+    says why the defaults are what they are)."""
+
+    tools: tuple[ToolName, ...]
+    max_calls: int  # tool calls answered in the turn
+    max_bytes: int  # bytes of tool answers returned to the model in the turn
+    max_steps: int  # model calls in the turn, the last one without tools
+
+
+@dataclass(frozen=True)
 class ModelRequest:
     key: TurnKey
     models: tuple[str, ...]  # primary first, then fallbacks, tried in order
     prompt: Prompt
     max_output_tokens: int
+    tools: ToolBudget | None = None  # None: answer from the prompt alone
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Any
 
 import httpx
 
+from bot.debate.tools import definitions
 from bot.debate.types import Prompt, Usage
 from bot.errors import ModelError
-from bot.llm.base import Completion, approx_tokens
+from bot.llm.base import (
+    Completion,
+    Conversation,
+    Exchange,
+    ToolCall,
+    ToolStep,
+    add_usage,
+    approx_tokens,
+    call_id,
+    history_as_text,
+)
 from bot.llm.http import HttpProvider, count
 from bot.llm.pricing import estimate_cost
 from bot.llm.retry import RetryPolicy
@@ -129,3 +142,119 @@ class AnthropicProvider(HttpProvider):
             latency_ms=latency_ms,
             cost_usd=cost.usd,
         )
+
+    # -- tool calling --------------------------------------------------------
+
+    async def step(
+        self, model: str, conversation: Conversation, max_output_tokens: int
+    ) -> ToolStep:
+        """One step of a tool loop in Messages form: ``tools``, ``tool_use`` blocks
+        answered by ``tool_result`` blocks in the very next user message."""
+        return await self._step(model, conversation, max_output_tokens, as_text=False)
+
+    async def _step(
+        self, model: str, conversation: Conversation, max_output_tokens: int, *, as_text: bool
+    ) -> ToolStep:
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        body = tool_request_body(model, conversation, max_output_tokens, as_text=as_text)
+        data, latency_ms, label = await self._post_step(model, body, headers)
+        text, calls = _tool_answer(data, label, len(conversation.history))
+        usage = self._usage(data, model, conversation.as_prompt(), text, latency_ms)
+        truncated = data.get("stop_reason") == "max_tokens"
+        if conversation.final and calls and not as_text:
+            # A proxy that ignored tool_choice "none": again, the steps as text, no tools.
+            again = await self._step(model, conversation, max_output_tokens, as_text=True)
+            return replace(again, usage=add_usage(usage, again.usage))
+        if conversation.final:
+            calls = ()
+        if not calls and not text:
+            raise ModelError(
+                f"{label}: response has no text and no tool use", drop_class="unusable_output"
+            )
+        return ToolStep(text=text, calls=calls, usage=usage, truncated=truncated)
+
+
+def tool_request_body(
+    model: str, conv: Conversation, max_output_tokens: int, *, as_text: bool = False
+) -> dict[str, Any]:
+    """The Messages request of one step. The prompt keeps its cache breakpoint; the
+    last blocks of this step and of the step before get one each, so each step
+    reads the steps before it from the cache (4 breakpoints at most; this uses 3)."""
+    body = request_body(model, conv.prompt, max_output_tokens)
+    first: list[dict[str, Any]] = body["messages"][0]["content"]
+    if as_text:
+        if conv.history or conv.note:
+            first.append({"type": "text", "text": history_as_text(conv.history, conv.note)})
+        return body
+    messages: list[dict[str, Any]] = body["messages"]
+    for ex in conv.history:
+        messages.append({"role": "assistant", "content": _assistant_blocks(ex)})
+        results: list[dict[str, Any]] = [
+            {
+                "type": "tool_result",
+                "tool_use_id": r.call_id,
+                "content": r.content or "(empty)",
+                **({"is_error": True} if r.is_error else {}),
+            }
+            for r in ex.results
+        ]
+        messages.append({"role": "user", "content": results})
+    if conv.note:
+        if conv.history:
+            # After the tool_result blocks: they must open the message.
+            messages[-1]["content"].append({"type": "text", "text": conv.note})
+        else:
+            first.append({"type": "text", "text": conv.note})
+    # Breakpoints at the end of this step and of the step before: the next step
+    # reads this one from the cache, and this one reads the one before.
+    for back in (1, 3)[: len(conv.history)]:
+        messages[-back]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+    if conv.tools:
+        body["tools"] = [
+            {"name": name, "description": text, "input_schema": schema}
+            for name, text, schema in definitions(conv.tools)
+        ]
+        body["tool_choice"] = {"type": "none" if conv.final else "auto"}
+    return body
+
+
+def _assistant_blocks(ex: Exchange) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if ex.text.strip():
+        blocks.append({"type": "text", "text": ex.text})
+    for c in ex.calls:
+        try:
+            given = json.loads(c.arguments)
+        except ValueError:
+            given = None
+        # tool_use input must be an object; a malformed one is sent back as text.
+        args = given if isinstance(given, dict) else {"arguments": c.arguments}
+        blocks.append({"type": "tool_use", "id": c.id, "name": c.name, "input": args})
+    return blocks
+
+
+def _tool_answer(data: dict[str, Any], label: str, step: int) -> tuple[str, tuple[ToolCall, ...]]:
+    blocks = data.get("content")
+    if not isinstance(blocks, list):
+        raise ModelError(f"{label}: response has no content", drop_class="unusable_output")
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for i, b in enumerate(blocks):
+        if not isinstance(b, dict):
+            continue
+        if b.get("type") == "text" and isinstance(b.get("text"), str):
+            texts.append(b["text"])
+        elif b.get("type") == "tool_use" and isinstance(b.get("name"), str):
+            cid = b.get("id")
+            if not isinstance(cid, str) or not cid or cid in seen:
+                cid = call_id(step, i)
+            seen.add(cid)
+            given = b.get("input")
+            arguments = (
+                given if isinstance(given, str) else json.dumps(given if given is not None else {})
+            )
+            calls.append(ToolCall(id=cid, name=b["name"], arguments=arguments))
+    return "".join(texts).strip(), tuple(calls)

@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 
+from bot.errors import ModelError, ToolsUnsupported
+from bot.llm.base import names_tools
 from bot.llm.retry import RetryPolicy, post_json
 
 
@@ -54,3 +56,15 @@ class HttpProvider:
             secrets=(self._api_key,) if self._api_key else (),
         )
         return data, int((time.monotonic() - started) * 1000), label
+
+    async def _post_step(
+        self, model: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[dict[str, Any], int, str]:
+        """``_post`` for a tool-loop step: a refusal that blames the tools is
+        ``ToolsUnsupported``, so the loop answers from the prompt alone."""
+        try:
+            return await self._post(model, body, headers)
+        except ModelError as exc:
+            if "tools" in body and names_tools(exc):
+                raise ToolsUnsupported(str(exc)) from exc
+            raise

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Any
 
 import httpx
 
+from bot.debate.tools import definitions
 from bot.debate.types import Prompt, Usage
 from bot.errors import ModelError
-from bot.llm.base import Completion, approx_tokens
+from bot.llm.base import (
+    Completion,
+    Conversation,
+    ToolCall,
+    ToolStep,
+    add_usage,
+    approx_tokens,
+    call_id,
+    history_as_text,
+)
 from bot.llm.http import HttpProvider, count
 from bot.llm.pricing import estimate_cost
 from bot.llm.retry import RetryPolicy
@@ -70,6 +82,9 @@ class OpenAIProvider(HttpProvider):
         self._max_tokens_field = (
             "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
         )
+        # Models whose server answered tool_choice "none" with calls anyway (some
+        # compatible servers ignore it): their loops end by dropping the tools.
+        self._ignores_tool_choice: set[str] = set()
 
     async def generate(self, model: str, prompt: Prompt, max_output_tokens: int) -> Completion:
         messages: list[dict[str, str]] = []
@@ -134,3 +149,111 @@ class OpenAIProvider(HttpProvider):
             latency_ms=latency_ms,
             cost_usd=cost.usd,
         )
+
+    # -- tool calling --------------------------------------------------------
+
+    async def step(
+        self, model: str, conversation: Conversation, max_output_tokens: int
+    ) -> ToolStep:
+        """One step of a tool loop in chat-completions form: ``tools`` with
+        ``tool_calls`` answered by ``role: tool`` messages, several calls of one
+        response answered together."""
+        as_text = conversation.final and model in self._ignores_tool_choice
+        body = self._tool_body(model, conversation, max_output_tokens, as_text=as_text)
+        headers = {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        data, latency_ms, label = await self._post_step(model, body, headers)
+        text, calls, truncated = _tool_answer(data, label, len(conversation.history))
+        usage = self._usage(data, model, conversation.as_prompt(), text, latency_ms)
+        if conversation.final and calls and not as_text:
+            # tool_choice "none" ignored: ask again without tools, the steps as text.
+            self._ignores_tool_choice.add(model)
+            again = await self.step(model, conversation, max_output_tokens)
+            return replace(again, usage=add_usage(usage, again.usage))
+        if conversation.final:
+            calls = ()
+        if not calls and not text:
+            why = " (the token limit was reached first)" if truncated else ""
+            raise ModelError(
+                f"{label}: response has no text and no tool calls{why}",
+                drop_class="unusable_output",
+            )
+        return ToolStep(text=text, calls=calls, usage=usage, truncated=truncated)
+
+    def _tool_body(
+        self, model: str, conv: Conversation, max_output_tokens: int, *, as_text: bool
+    ) -> dict[str, Any]:
+        prompt = conv.prompt
+        messages: list[dict[str, Any]] = []
+        if prompt.system:
+            messages.append({"role": "system", "content": prompt.system})
+        messages.append({"role": "user", "content": prompt.prefix + prompt.suffix})
+        if as_text:
+            if conv.history or conv.note:
+                messages.append(
+                    {"role": "user", "content": history_as_text(conv.history, conv.note)}
+                )
+        else:
+            for ex in conv.history:
+                messages.append(
+                    {
+                        "role": "assistant",
+                        "content": ex.text or None,
+                        "tool_calls": [
+                            {
+                                "id": c.id,
+                                "type": "function",
+                                "function": {"name": c.name, "arguments": c.arguments},
+                            }
+                            for c in ex.calls
+                        ],
+                    }
+                )
+                messages += [
+                    {"role": "tool", "tool_call_id": r.call_id, "content": r.content}
+                    for r in ex.results
+                ]
+            if conv.note:
+                messages.append({"role": "user", "content": conv.note})
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            self._max_tokens_field: output_token_limit(model, max_output_tokens),
+        }
+        if conv.tools and not as_text:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": name, "description": text, "parameters": schema},
+                }
+                for name, text, schema in definitions(conv.tools)
+            ]
+            body["tool_choice"] = "none" if conv.final else "auto"
+        return body
+
+
+def _tool_answer(
+    data: dict[str, Any], label: str, step: int
+) -> tuple[str, tuple[ToolCall, ...], bool]:
+    """(text, calls, truncated) of a chat-completions answer; calls without an id
+    (or with a repeated one) get ours, arguments sent as an object become JSON text."""
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ModelError(f"{label}: response has no choices", drop_class="unusable_output")
+    message = choices[0].get("message")
+    truncated = choices[0].get("finish_reason") == "length"
+    text = (_message_text(message) or "").strip()
+    raw = message.get("tool_calls") if isinstance(message, dict) else None
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw if isinstance(raw, list) else []):
+        fn = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            continue
+        args = fn.get("arguments")
+        arguments = args if isinstance(args, str) else json.dumps(args if args is not None else {})
+        cid = item.get("id")
+        if not isinstance(cid, str) or not cid or cid in seen:
+            cid = call_id(step, i)
+        seen.add(cid)
+        calls.append(ToolCall(id=cid, name=fn["name"], arguments=arguments))
+    return text, tuple(calls), truncated

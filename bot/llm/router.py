@@ -21,7 +21,7 @@ from bot.config import Endpoint, Settings
 from bot.debate.types import DropClass, ModelRequest, Turn, Usage
 from bot.errors import ConfigError, ModelError
 from bot.llm.anthropic import AnthropicProvider
-from bot.llm.base import DROP_CLASSES, Provider
+from bot.llm.base import DROP_CLASSES, Provider, Route, ToolProvider
 from bot.llm.openai import OpenAIProvider
 from bot.llm.retry import RetryPolicy
 from bot.llm.scripted import ReplyScript, ScriptedProvider
@@ -145,6 +145,18 @@ class ModelRouter:
                 f"unknown model provider {provider!r} in {model_ref!r} (known: {known})"
             )
         return provider, name
+
+    def route(self, ref: str) -> Route | None:
+        """``ref``'s provider, model and slot for the tool loop (bot/tool_loop.py),
+        which makes its own calls; None when ``complete`` would skip ``ref`` too."""
+        try:
+            provider_name, model = self.resolve(ref)
+        except ConfigError:
+            return None
+        if provider_name not in self._available:
+            return None
+        provider = cast(ToolProvider, self._providers[provider_name])
+        return Route(ref, model, provider, lambda: self._model_slot(f"{provider_name}/{model}"))
 
     async def complete(self, request: ModelRequest) -> Turn:
         """Try ``request.models`` in order; an ok Turn from the first that answers,

@@ -58,6 +58,7 @@ class LocalOptions:
     alternating: bool = False
     dry_run: bool = False
     output_dir: Path | None = None
+    no_tools: bool = False
 
 
 def run_local(
@@ -107,6 +108,7 @@ def _flags(options: LocalOptions, mode: Mode | None) -> Flags:
         model=options.model,
         judge=options.judge,
         alternating=options.alternating,
+        no_tools=options.no_tools,
     )
 
 

@@ -46,6 +46,7 @@ class Flags:
     model: str | None = None
     judge: str | None = None
     alternating: bool = False
+    no_tools: bool = False
 
 
 def parse_mode(value: str | None) -> Mode | None:
@@ -74,6 +75,7 @@ def spec_from_plan(
     settings: Settings,
     available_providers: frozenset[str],
     seed: str,
+    tools_available: bool = False,
 ) -> DebateSpec:
     """Flags over the plan's frontmatter over the checkout's ``.github/debate.yml``
     over the server settings, as the bot weighs a plan against the repo config."""
@@ -116,6 +118,8 @@ def spec_from_plan(
         available_providers=available_providers,
         seed=seed,
         default_models=default_models,
+        # Tools need a reader of the working tree (tools_available).
+        tools=tools_available and config.tools and not flags.no_tools,
     )
     try:
         next_step(spec, ())  # the engine's own checks (persona count, names, rounds)

@@ -28,6 +28,7 @@ from bot.store.pacing import PacingQueries
 from bot.store.redeliveries import RedeliveryQueries
 from bot.store.runs import RunQueries
 from bot.store.schedules import ScheduleQueries
+from bot.store.steps import StepQueries
 from bot.store.turns import TurnQueries
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
@@ -44,6 +45,7 @@ class RunStore(
     RedeliveryQueries,
     ScheduleQueries,
     PacingQueries,
+    StepQueries,
 ):
     @classmethod
     def from_url(cls, url: str, *, clock: Clock | None = None, **engine_kwargs: Any) -> RunStore:

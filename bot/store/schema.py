@@ -165,6 +165,24 @@ turns = sa.Table(
     sa.UniqueConstraint("run_id", "seq"),
 )
 
+# The steps of a turn's tool loop, stored as they complete (bot/store/steps.py).
+turn_steps = sa.Table(
+    "turn_steps",
+    metadata,
+    sa.Column(
+        "run_id",
+        sa.String(36),
+        sa.ForeignKey("runs.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("turn_id", sa.String(200), primary_key=True),  # TurnKey.id()
+    sa.Column("n", sa.Integer, primary_key=True),  # the step, 0-based
+    sa.Column("model", sa.String(200), nullable=False),
+    sa.Column("final", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("body", sa.Text, nullable=False),  # StoredStep as JSON (codec.py)
+    sa.Column("created_at", UTCDateTime, nullable=False),
+)
+
 comments = sa.Table(
     "comments",
     metadata,

@@ -75,6 +75,7 @@ def build_spec(
     arbitration: ArbitrationContext | None = None,
     overrides: Overrides | None = None,
     repo_ref: RepoRef | None = None,
+    tools_available: bool = False,
 ) -> DebateSpec:
     """Raises ConfigError (a message for the user) when no model is configured or
     the personas don't fit the mode, before any run exists."""
@@ -115,6 +116,9 @@ def build_spec(
         seed=run_id,
         default_models=tuple(models),
         repo_ref=repo_ref,
+        # Tools need the shell's snapshot of the pinned commit (tools_available).
+        tools=tools_available and config.tools and not command.no_tools,
+        require_evidence=config.arbitration.require_evidence,
     )
     try:
         next_step(spec, ())  # the engine's own checks (persona count, names, rounds)

@@ -24,7 +24,7 @@ class Inputs:
         return prompts.shared_prefix(self.spec)
 
     def prompt(self, suffix: str) -> Prompt:
-        return Prompt(system=prompts.SYSTEM, prefix=self._prefix, suffix=suffix)
+        return Prompt(system=prompts.system_for(self.spec), prefix=self._prefix, suffix=suffix)
 
     def take(
         self, run: RunView, keys: Sequence[TurnKey], build: Callable[[TurnKey], ModelRequest]

@@ -17,6 +17,7 @@ from bot.debate.stages.budget import check_budget
 from bot.debate.stages.inputs import Inputs
 from bot.debate.stances import open_points, parse_position, parse_stances
 from bot.debate.text import clip
+from bot.debate.tools import budget_for
 from bot.debate.types import ModelRequest, Phase, Turn, TurnKey
 from bot.debate.view import RoundRecord, RunView, noted
 
@@ -129,7 +130,11 @@ def _request(inputs: Inputs, run: RunView, key: TurnKey, phase: Phase, r: int) -
         escalation_summary=run.summaries.get(key.tier, ""),
     )
     return ModelRequest(
-        key, run.seat_models(seat, key.tier), inputs.prompt(suffix), prompts.tokens_for(words)
+        key,
+        run.seat_models(seat, key.tier),
+        inputs.prompt(suffix),
+        prompts.tokens_for(words),
+        tools=budget_for(spec, phase),
     )
 
 

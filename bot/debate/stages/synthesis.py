@@ -7,8 +7,10 @@ from dataclasses import replace
 from functools import partial
 
 from bot.debate import prompts
+from bot.debate.citations import unverified_lines
 from bot.debate.stages.inputs import Inputs
 from bot.debate.text import clip
+from bot.debate.tools import budget_for
 from bot.debate.types import JUDGE, ModelRequest, TurnKey
 from bot.debate.view import RunView, noted
 from bot.debate.votes import resolutions
@@ -99,6 +101,29 @@ def _request(inputs: Inputs, run: RunView, key: TurnKey) -> ModelRequest:
         + [f"{name} was dropped ({t.drop_class})." for name, t in run.dropped.items()],
         words=words,
         escalation_summary=run.summaries.get(run.tier, ""),
+        unverified=unverified_by_persona(run),
     )
     models = run.judge if key.slot == JUDGE else run.seat_models(run.seat(key.slot), run.tier)
-    return ModelRequest(key, models, inputs.prompt(suffix), prompts.tokens_for(words))
+    return ModelRequest(
+        key,
+        models,
+        inputs.prompt(suffix),
+        prompts.tokens_for(words),
+        tools=budget_for(spec, "synthesis"),
+    )
+
+
+def unverified_by_persona(run: RunView) -> list[tuple[str, list[str]]]:
+    """Each persona's citations that could not be verified, over all its turns."""
+    out = []
+    for s in run.seats:
+        checks = [
+            ch
+            for t in run.used
+            if t.key.slot == s.name and t.evidence is not None
+            for ch in t.evidence.citations
+        ]
+        lines = list(dict.fromkeys(unverified_lines(checks)))
+        if lines:
+            out.append((s.name, lines))
+    return out
