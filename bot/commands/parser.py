@@ -9,6 +9,7 @@ whose message is short and safe to post back to the user.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -17,7 +18,7 @@ from bot.debate.types import MODES, Mode
 from bot.errors import UsageError
 from bot.redact import redact_secrets
 
-Action = Literal["debate", "review", "arbitrate", "decide", "status", "cancel", "help"]
+Action = Literal["debate", "review", "arbitrate", "decide", "status", "cancel", "help", "estimate"]
 Choice = Literal["A", "B", "both"]
 
 MAX_ROUNDS: Final = 10
@@ -499,6 +500,10 @@ def parse_command(body: str, *, command: str = "/debate") -> Command | None:
         return _parse_arbitrate(line, after_word, context, flags, seen)
     if word == "decide":
         return _parse_decide(line, after_word, flags, seen)
+    if word == "estimate":
+        # The plan and cost of the debate the same flags would start; nothing runs.
+        cmd = _parse_debate(line, after_word, context, flags, seen)
+        return cmd if cmd.action == "help" else dataclasses.replace(cmd, action="estimate")
     return _parse_debate(line, pos, context, flags, seen)
 
 
@@ -516,6 +521,7 @@ def usage_text(command: str = "/debate") -> str:
 | `{c} arbitrate [<review-comment-url>] [--bots]` | is a PR review comment a false positive? |
 | `{c} decide <point> <A\\|B\\|both>` | answer an open proposal stalemate |
 | `{c} status` / `cancel` / `help` | show the run, stop it, show this help |
+| `{c} estimate [flags] [topic]` | the plan and estimated cost of that debate, run nothing |
 
 Flags:
 - `--rounds N` — number of rounds, 1 to {MAX_ROUNDS}

@@ -26,9 +26,11 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from bot.debate.types import DebateSpec, DropClass, Phase, Turn, TurnKey, TurnStatus, Usage
-from bot.errors import ActiveRunExists, QuotaSpent, RunNotFound, StoreError
+from bot.errors import ActiveRunExists, RunNotFound, StoreError
+from bot.runner.admission import Limits
 from bot.store.codec import spec_from_json, spec_to_json, to_json
 from bot.store.engine import READ_ONLY, create_engine
+from bot.store.ledger import LedgerQueries
 from bot.store.notify import notify_work
 from bot.store.pacing import PacingQueries
 from bot.store.rows import (
@@ -38,7 +40,6 @@ from bot.store.rows import (
     DeliveryState,
     InstallationState,
     NewDelivery,
-    Quota,
     RedeliveryOutcome,
     RunControl,
     RunRow,
@@ -70,10 +71,6 @@ _RELEASE_FIELDS = frozenset(
     {"outcome_kind", "error_class", "tokens_total", "cost_usd", "spec", "trigger"}
 )
 _INSERT_RETRIES = 5
-# Held to the end of create_run's transaction: one quota count at a time per
-# repository. The two-key form has its own key space, apart from the migrate lock's.
-_QUOTA_LOCK = sa.text("SELECT pg_advisory_xact_lock(:space, hashtext(:repo))")
-_QUOTA_LOCK_SPACE = 0x71756F74  # "quot"
 
 Clock = Callable[[], datetime]
 
@@ -82,7 +79,7 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class RunStore(ScheduleQueries, PacingQueries):
+class RunStore(ScheduleQueries, PacingQueries, LedgerQueries):
     def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
         self._delivery_stmts: tuple[sa.Executable, sa.Executable] | None = None
         self._turn_stmts: tuple[sa.Executable, sa.Executable, sa.Executable] | None = None
@@ -393,15 +390,17 @@ class RunStore(ScheduleQueries, PacingQueries):
         trigger: Trigger | None = None,
         requested_by: str = "",
         run_id: str | None = None,
-        quota: Quota | None = None,
+        limits: Limits | None = None,
     ) -> RunRow:
         """Queue a new run. Raises :class:`ActiveRunExists` if the issue has one,
-        :class:`QuotaSpent` if ``quota`` is given and spent.
+        an :class:`AdmissionRefused` if ``limits`` are given and refuse it.
 
         ``mode`` defaults to the spec's mode; ``run_id`` to a fresh uuid4. A
-        spec with an empty ``seed`` gets the run id as its seed. The quota is
-        counted in the insert's transaction, under a per-repository lock on
-        PostgreSQL, so two commands at once cannot both take the last run.
+        spec with an empty ``seed`` gets the run id as its seed. Admission
+        (``bot/runner/admission.py``: quotas, budgets) is decided in the insert's
+        transaction, under per-repository (and per-installation) locks on
+        PostgreSQL, so two commands at once cannot both take the last run or the
+        last dollars; the admitted cap becomes the spec's ``max_cost_usd``.
         """
         spec_obj = spec if isinstance(spec, DebateSpec) else spec_from_json(spec)
         run_id = run_id or str(uuid4())
@@ -427,12 +426,22 @@ class RunStore(ScheduleQueries, PacingQueries):
             now = self._now()
             try:
                 with self._errors("create_run"), self._write_turn, self.engine.begin() as conn:
-                    if quota is not None:
-                        self._check_quota(conn, repo, requested_by, quota)
+                    admitted: dict[str, Any] = {}
+                    if limits is not None:
+                        admitted = self._admitted_values(
+                            spec_obj,
+                            self._admit(
+                                conn,
+                                repo=repo,
+                                installation_id=installation_id,
+                                requested_by=requested_by,
+                                limits=limits,
+                            ),
+                        )
                     row = (
                         conn.execute(
                             sa.insert(runs)
-                            .values(**values, created_at=now, updated_at=now)
+                            .values({**values, **admitted, "created_at": now, "updated_at": now})
                             .returning(*runs.c)
                         )
                         .mappings()
@@ -742,13 +751,6 @@ class RunStore(ScheduleQueries, PacingQueries):
         total, own = conn.execute(stmt).one()
         return int(total), int(own)
 
-    def _check_quota(self, conn: Connection, repo: str, requested_by: str, quota: Quota) -> None:
-        if self._dialect == "postgresql":  # SQLite: BEGIN IMMEDIATE already serialises
-            conn.execute(_QUOTA_LOCK, {"space": _QUOTA_LOCK_SPACE, "repo": repo})
-        scope = quota.spent(*self._quota_counts(conn, repo, quota.since, requested_by))
-        if scope is not None:
-            raise QuotaSpent(scope)
-
     def counts_by_state(self) -> dict[str, int]:
         """Runs per state, every state present (for metrics gauges)."""
         counts = dict.fromkeys(RUN_STATES, 0)
@@ -796,6 +798,7 @@ class RunStore(ScheduleQueries, PacingQueries):
             self._turn_stmts = self._build_turn_stmts()
         lock_run, insert, add_usage = self._turn_stmts
         usage = turn.usage
+        now = self._now()
         row = {
             "run_id": run_id,
             "turn_id": turn.key.id(),
@@ -813,7 +816,7 @@ class RunStore(ScheduleQueries, PacingQueries):
             "latency_ms": usage.latency_ms,
             "cost_usd": usage.cost_usd,
             "truncated": turn.truncated,
-            "created_at": self._now(),
+            "created_at": now,
         }
         with self._write("save_turn") as conn:
             # Lock the run row first: concurrent saves for one run then take
@@ -825,6 +828,7 @@ class RunStore(ScheduleQueries, PacingQueries):
             control = RunControl(locked[0], bool(locked[1]))
             if conn.execute(insert, row).first() is None:
                 return SavedTurn(False, control)
+            self._record_spend(conn, run_id, turn, now)
             conn.execute(
                 add_usage,
                 {

@@ -156,14 +156,16 @@ async def status(
     run = await db(store.active_run, origin.repo, origin.issue_number) or await db(
         store.latest_run, origin.repo, origin.issue_number
     )
+    spend = await r.spend_line(origin, config, gh.installation_id)
     if run is None:
-        await r.reply(gh, origin, "No debate has run on this issue yet.")
+        await r.reply(gh, origin, f"No debate has run on this issue yet.\n\n{spend}")
         return "done"
     turns = await db(store.load_turns, run.id)
     await r.reply(
         gh,
         origin,
-        f"Run `{run.id}` ({run.mode}) is **{run.state}**: {len(turns)} model turns so far.",
+        f"Run `{run.id}` ({run.mode}) is **{run.state}**: {len(turns)} model turns so far, "
+        f"${run.cost_usd:.4f}.\n\n{spend}",
     )
     return "done"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from bot.worker import arbitration, debates, installations, reviews
+from bot.worker import arbitration, debates, installations, reviews, spending
 from bot.worker.routes import Router
 
 
@@ -20,6 +20,7 @@ def build_router() -> Router:
     debates.register(router)
     arbitration.register(router)
     installations.register(router)
+    spending.register(router)
     router.check_complete()
     return router
 

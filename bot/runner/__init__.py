@@ -1,0 +1,1 @@
+"""The run layer: where the engine meets I/O (docs/architecture.md)."""
