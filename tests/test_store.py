@@ -36,11 +36,11 @@ from bot.errors import ActiveRunExists, CodecError, QuotaSpent, RunNotFound, Sto
 from bot.store import (
     CommentRecord,
     NewDelivery,
-    Quota,
     RunStore,
     spec_from_json,
     spec_to_json,
 )
+from bot.runner.admission import Limits, Quota
 from bot.store.engine import create_engine, normalize_url
 from bot.store.schema import metadata, runs
 from bot.store.trigger import (
@@ -755,19 +755,19 @@ def test_quota_counts(store, clock):
 
 def test_create_run_counts_the_quota_as_it_queues(store, clock):
     quota = Quota(clock.now - timedelta(days=1), per_repo=3, per_user=2)
-    new_run(store, issue=1, requested_by="alice", quota=quota)
-    new_run(store, issue=2, requested_by="alice", quota=quota)
+    new_run(store, issue=1, requested_by="alice", limits=Limits(quota))
+    new_run(store, issue=2, requested_by="alice", limits=Limits(quota))
     with pytest.raises(QuotaSpent) as user:
-        new_run(store, issue=3, requested_by="alice", quota=quota)
+        new_run(store, issue=3, requested_by="alice", limits=Limits(quota))
     assert user.value.scope == "user" and "You have reached" in user.value.public
-    new_run(store, issue=3, requested_by="bob", quota=quota)
+    new_run(store, issue=3, requested_by="bob", limits=Limits(quota))
     with pytest.raises(QuotaSpent) as repo:
-        new_run(store, issue=4, requested_by="carol", quota=quota)
+        new_run(store, issue=4, requested_by="carol", limits=Limits(quota))
     assert repo.value.scope == "repo" and "This repository" in repo.value.public
     assert store.active_run("octo/repo", 4) is None  # nothing was queued
     new_run(store, issue=4, requested_by="carol")  # no quota given: none counted
     later = Quota(clock.now + timedelta(seconds=1), per_repo=3, per_user=2)
-    new_run(store, issue=1, repo="octo/other", requested_by="alice", quota=later)
+    new_run(store, issue=1, repo="octo/other", requested_by="alice", limits=Limits(later))
 
 
 def test_concurrent_creates_never_pass_the_quota(db_url, clock, store):
@@ -779,7 +779,7 @@ def test_concurrent_creates_never_pass_the_quota(db_url, clock, store):
 
     def attempt(n: int) -> None:
         try:
-            created.append(new_run(stores[n % 2], issue=n, requested_by="alice", quota=quota).id)
+            created.append(new_run(stores[n % 2], issue=n, requested_by="alice", limits=Limits(quota)).id)
         except QuotaSpent as exc:
             refused.append(exc.scope)
 

@@ -17,7 +17,7 @@ from bot.debate.types import DebateSpec
 from bot.llm.estimate import RunEstimate, estimate_run, plan_models
 from bot.llm.pricing import PriceBook
 from bot.runner.admission import Budget, Quota, next_month
-from bot.store.ledger import MonthSpend
+from bot.store.ledger import MonthSpend, RunSpend
 
 
 @dataclass(frozen=True)
@@ -141,3 +141,32 @@ def status_spend(month: MonthSpend, caps: Caps, now: datetime) -> str:
     if caps.repo_month is not None or caps.installation_month is not None:
         line += f". Monthly budgets reset on {resets}."
     return line
+
+
+# -- the audit's cost line ----------------------------------------------------------
+
+_COST_LINE = "- **Cost estimate:** "
+
+
+def ledger_cost_line(spent: RunSpend) -> str:
+    """The audit's cost line, from the ledger, naming any price not listed."""
+    line = f"- **Cost:** ${spent.usd:.4f} (spend ledger, {spent.calls} model calls)"
+    if spent.assumed:
+        line += "; price assumed (DEBATE_BOT_UNKNOWN_PRICE) for " + ", ".join(
+            f"`{m}`" for m in spent.assumed
+        )
+    if spent.unknown:
+        line += "; no price known for " + ", ".join(f"`{m}`" for m in spent.unknown)
+        line += " (counted as $0)"
+    return line
+
+
+def with_ledger_cost(body: str, spent: RunSpend) -> str:
+    """``body`` with its audit's cost line (the engine's sum of the turns)
+    replaced by the ledger's; unchanged if it has none."""
+    lines = body.split("\n")
+    for i, text in enumerate(lines):
+        if text.startswith(_COST_LINE):
+            lines[i] = ledger_cost_line(spent)
+            return "\n".join(lines)
+    return body
