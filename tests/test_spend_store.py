@@ -15,10 +15,10 @@ from bot.runner.admission import Budget, Limits, Quota
 from bot.store import RunStore
 from bot.store.ledger import SpendLine
 from tests.test_store import FakeClock, race
-from tests.test_store import clock as clock  # noqa: F401  (fixtures)
-from tests.test_store import db_url as db_url  # noqa: F401
-from tests.test_store import pg_url as pg_url  # noqa: F401
-from tests.test_store import store as store  # noqa: F401
+from tests.test_store import clock as clock
+from tests.test_store import db_url as db_url
+from tests.test_store import pg_url as pg_url
+from tests.test_store import store as store
 
 REPO = "octo/repo"
 
