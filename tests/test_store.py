@@ -779,7 +779,9 @@ def test_concurrent_creates_never_pass_the_quota(db_url, clock, store):
 
     def attempt(n: int) -> None:
         try:
-            created.append(new_run(stores[n % 2], issue=n, requested_by="alice", limits=Limits(quota)).id)
+            created.append(
+                new_run(stores[n % 2], issue=n, requested_by="alice", limits=Limits(quota)).id
+            )
         except QuotaSpent as exc:
             refused.append(exc.scope)
 
