@@ -8,7 +8,8 @@ written under a word limit ("Write at most N words") is taken to fill
 ``ANSWER_FILL`` of it, and a prompt's shared prefix (system + subject +
 context) is a prefix-cache hit once the same model has seen it in an earlier
 batch (a cache write on the first sight for an Anthropic-style provider).
-Tokens are counted as ``approx_tokens`` (four characters a token). Prices come
+Tokens are counted as ``approx_tokens`` (four characters a token, about what
+providers' tokenizers give for English) unless a counter is passed. Prices come
 from the deployment's ``PriceBook``; a model without one adds nothing and is
 listed in ``unpriced``.
 """
@@ -16,6 +17,7 @@ listed in ``unpriced``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.debate.protocol import next_step
@@ -99,7 +101,13 @@ def _text(prompt: Prompt) -> str:
     return prompt.system + prompt.prefix + prompt.suffix
 
 
-def estimate_run(spec: DebateSpec, prices: PriceBook, *, fill: float = ANSWER_FILL) -> RunEstimate:
+def estimate_run(
+    spec: DebateSpec,
+    prices: PriceBook,
+    *,
+    fill: float = ANSWER_FILL,
+    count: Callable[[str], int] = approx_tokens,
+) -> RunEstimate:
     """The run's calls, tokens and cost as its plan predicts them."""
     turns: list[Turn] = []
     calls: list[CallEstimate] = []
@@ -115,7 +123,7 @@ def estimate_run(spec: DebateSpec, prices: PriceBook, *, fill: float = ANSWER_FI
             )
         fresh: set[tuple[str, str]] = set()
         for request in step.requests:
-            call, answer = _call(request, prices, seen, fill)
+            call, answer = _call(request, prices, seen, fill, count)
             calls.append(call)
             fresh.add((call.model, request.prompt.system + request.prompt.prefix))
             turns.append(
@@ -136,15 +144,19 @@ def estimate_run(spec: DebateSpec, prices: PriceBook, *, fill: float = ANSWER_FI
 
 
 def _call(
-    request: ModelRequest, prices: PriceBook, seen: set[tuple[str, str]], fill: float
+    request: ModelRequest,
+    prices: PriceBook,
+    seen: set[tuple[str, str]],
+    fill: float,
+    count: Callable[[str], int],
 ) -> tuple[CallEstimate, str]:
     model = request.models[0] if request.models else ""
     text = _text(request.prompt)
     answer = padded_answer(text, fill)
     shared = request.prompt.system + request.prompt.prefix
-    prefix_tokens = approx_tokens(shared)
-    input_tokens = approx_tokens(text)
-    output_tokens = min(approx_tokens(answer), request.max_output_tokens)
+    prefix_tokens = count(shared)
+    input_tokens = count(text)
+    output_tokens = min(count(answer), request.max_output_tokens)
     cached = written = 0
     if (model, shared) in seen:
         cached = prefix_tokens
