@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -38,7 +39,7 @@ def spec(**kw: object) -> DebateSpec:
         ),
         judge="openai/gpt-4.1-mini",
     )
-    return base.__class__(**{**base.__dict__, **kw})  # type: ignore[arg-type]
+    return replace(base, **kw)  # type: ignore[arg-type]
 
 
 # -- admission (pure) ---------------------------------------------------------------
@@ -71,9 +72,8 @@ def test_quotas_are_checked_first_repository_before_requester() -> None:
 def test_budgets_cap_the_run_at_the_tightest_room_left() -> None:
     b = Budget(0.2, per_run_usd=1.0, repo_month_usd=5.0, installation_month_usd=10.0)
     assert decide(Limits(budget=b), Used(repo_month_usd=4.5), NOW) == Admitted(0.5, 0.2)
-    assert decide(Limits(budget=b), Used(installation_month_usd=9.7), NOW) == Admitted(
-        pytest.approx(0.3), 0.2
-    )
+    capped = decide(Limits(budget=b), Used(installation_month_usd=9.7), NOW)
+    assert isinstance(capped, Admitted) and capped.cap_usd == pytest.approx(0.3)
     assert decide(Limits(budget=b), Used(), NOW) == Admitted(1.0, 0.2)
     refused = decide(Limits(budget=b), Used(repo_month_usd=4.9), NOW)
     assert isinstance(refused, BudgetSpent) and refused.scope == "repo"
@@ -125,7 +125,7 @@ def test_the_price_file_overrides_and_extends_the_table(tmp_path: Path) -> None:
 def test_unknown_prices_follow_the_setting() -> None:
     assumed = load_price_book(None, 2.0)
     usage = assumed.charge("local/x", Usage(input_tokens=1_000_000, output_tokens=500_000))
-    assert (usage.cost_usd, usage.price_basis) == (pytest.approx(3.0), "assumed")
+    assert usage.cost_usd == pytest.approx(3.0) and usage.price_basis == "assumed"
     assert assumed.unpriced(["local/x"]) == []
     assert PriceBook().charge("local/x", Usage(10, 10)).price_basis == "unknown"
     assert PriceBook(unknown="refuse").refuses(budgeted=False)
@@ -161,19 +161,19 @@ def test_a_bad_price_file_is_one_line_naming_the_entry(
 def test_the_settings_read_the_unknown_price_and_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DEBATE_BOT_UNKNOWN_PRICE", "refuse")
     monkeypatch.setenv("DEBATE_BOT_BUDGET_RUN_USD", "2")
-    assert Settings(_env_file=None).unknown_price == "refuse"  # type: ignore[call-arg]
+    assert Settings(_env_file=None).unknown_price == "refuse"
     monkeypatch.setenv("DEBATE_BOT_UNKNOWN_PRICE", "1.5")
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None)
     assert settings.unknown_price == 1.5 and settings.budget_run_usd == 2.0
 
 
 def test_a_repository_can_only_lower_the_operators_budgets() -> None:
-    settings = Settings(_env_file=None, budget_run_usd=2, budget_repo_month_usd=50)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, budget_run_usd=2, budget_repo_month_usd=50)
     lower = RepoConfig.model_validate({"budget": {"per_run_usd": 1, "per_month_usd": 80}})
     caps = caps_for(settings, lower)
     assert (caps.per_run, caps.repo_month, caps.installation_month) == (1, 50, None)
     # With no operator cap the repository's own applies.
-    caps = caps_for(Settings(_env_file=None), lower)  # type: ignore[call-arg]
+    caps = caps_for(Settings(_env_file=None), lower)
     assert (caps.per_run, caps.repo_month) == (1, 80)
     with pytest.raises(ValueError):
         RepoConfig.model_validate({"budget": {"per_run_usd": 0}})
@@ -210,9 +210,9 @@ def test_answers_are_padded_to_their_word_limit() -> None:
 
 
 def test_budget_for_estimates_only_where_a_budget_applies() -> None:
-    no_caps = caps_for(Settings(_env_file=None), RepoConfig())  # type: ignore[call-arg]
+    no_caps = caps_for(Settings(_env_file=None), RepoConfig())
     assert budget_for(spec(), no_caps, PriceBook()) is None
-    capped = caps_for(Settings(_env_file=None, budget_repo_month_usd=5), RepoConfig())  # type: ignore[call-arg]
+    capped = caps_for(Settings(_env_file=None, budget_repo_month_usd=5), RepoConfig())
     b = budget_for(spec(judge="local/x"), capped, PriceBook())
     assert b is not None and b.estimate_usd > 0 and b.unpriced == ("local/x",) and b.refuse_unpriced
 
@@ -262,3 +262,26 @@ def test_spend_cli_tables_and_json(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         bad = runner.invoke(app, ["spend", *args])
         assert bad.exit_code == 2 and hint in bad.output
         assert "Traceback" not in bad.output and len(bad.output.strip().splitlines()) == 1
+
+
+def test_spend_metrics_are_read_at_scrape_time() -> None:
+    from bot.metrics import Metrics
+
+    metrics = Metrics()
+    metrics.watch_spend(
+        lambda: iter([(3, "octo/a", "openai/gpt-4.1-mini", 1.25)]), lambda: {3: 40.0}, 50.0
+    )
+    text = metrics.render().decode()
+    assert (
+        'debate_bot_spend_usd_total{installation="3",model="openai/gpt-4.1-mini",'
+        'repository="octo/a"} 1.25' in text
+    )
+    assert "debate_bot_budget_limit_usd 50.0" in text
+    assert 'debate_bot_budget_remaining_usd{installation="3"} 10.0' in text
+
+    def down() -> list[tuple[int | None, str, str, float]]:
+        raise RuntimeError("database down")
+
+    quiet = Metrics()
+    quiet.watch_spend(down, dict, None)
+    assert b"debate_bot_spend_usd" in quiet.render()  # a scrape never fails

@@ -33,6 +33,7 @@ from bot.debate.types import (
     Usage,
 )
 from bot.errors import ActiveRunExists, CodecError, QuotaSpent, RunNotFound, StoreError
+from bot.runner.admission import Limits, Quota
 from bot.store import (
     CommentRecord,
     NewDelivery,
@@ -40,7 +41,6 @@ from bot.store import (
     spec_from_json,
     spec_to_json,
 )
-from bot.runner.admission import Limits, Quota
 from bot.store.engine import create_engine, normalize_url
 from bot.store.schema import metadata, runs
 from bot.store.trigger import (
