@@ -4,7 +4,6 @@ trigger, and the status, cancel, decide and help commands."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from bot.commands.parser import Command, usage_text
 from bot.config import RepoConfig
@@ -90,17 +89,9 @@ async def debate(
     r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
 ) -> str:
     if cmd.issue_ref is not None:
-        try:
-            issue: dict[str, Any] | None = await gh.get_issue(origin.repo, cmd.issue_ref)
-        except GitHubError as exc:
-            if exc.github_status != 404:
-                raise
-            issue = None
-        if issue is None:
-            await r.reply(gh, origin, f"Issue #{cmd.issue_ref} was not found in this repository.")
+        subject = await r.issue_ref_subject(gh, origin, cmd.issue_ref)
+        if subject is None:
             return "done"
-        text = f"{issue.get('title') or ''}\n\n{issue.get('body') or ''}".strip()
-        subject = subject_of(f"#{cmd.issue_ref}: {issue.get('title') or ''}", text)
         return await r.start(gh, origin, config, cmd, subject)
     if cmd.topic:
         return await _file_topic(r, gh, origin, config, cmd)

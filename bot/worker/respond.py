@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import anyio
 
@@ -24,6 +24,7 @@ from bot.errors import (
     AdmissionRefused,
     BotError,
     ConfigError,
+    GitHubError,
     QuotaSpent,
     UsageError,
 )
@@ -143,6 +144,23 @@ class Responder:
     def issue_subject(self, origin: Origin, extra: str = "") -> Subject:
         text = "\n\n".join(p for p in (origin.title, origin.body, extra) if p).strip()
         return subject_of(origin.title, text)
+
+    async def issue_ref_subject(
+        self, gh: InstallationClient, origin: Origin, number: int
+    ) -> Subject | None:
+        """Issue ``#number`` of this repository as a subject, or None after
+        saying it was not found."""
+        try:
+            issue: dict[str, Any] | None = await gh.get_issue(origin.repo, number)
+        except GitHubError as exc:
+            if exc.github_status != 404:
+                raise
+            issue = None
+        if issue is None:
+            await self.reply(gh, origin, f"Issue #{number} was not found in this repository.")
+            return None
+        text = f"{issue.get('title') or ''}\n\n{issue.get('body') or ''}".strip()
+        return subject_of(f"#{number}: {issue.get('title') or ''}", text)
 
     # -- permission and quotas ----------------------------------------------------
 

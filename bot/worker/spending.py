@@ -3,13 +3,11 @@ would start, with the budgets that apply; nothing runs (docs/configuration.md, "
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 
 from bot.commands.parser import Command
 from bot.config import RepoConfig
-from bot.errors import ConfigError, GitHubError
+from bot.errors import ConfigError
 from bot.github.gateway import InstallationClient
 from bot.llm.estimate import estimate_run
 from bot.worker.budgets import caps_for, estimate_text
@@ -31,17 +29,7 @@ async def _subject(
         return subject_of(cmd.topic.strip().splitlines()[0][:200], cmd.subject)
     if cmd.issue_ref is None:
         return r.issue_subject(origin, cmd.context)
-    try:
-        issue: dict[str, Any] | None = await gh.get_issue(origin.repo, cmd.issue_ref)
-    except GitHubError as exc:
-        if exc.github_status != 404:
-            raise
-        issue = None
-    if issue is None:
-        await r.reply(gh, origin, f"Issue #{cmd.issue_ref} was not found in this repository.")
-        return None
-    text = f"{issue.get('title') or ''}\n\n{issue.get('body') or ''}".strip()
-    return subject_of(f"#{cmd.issue_ref}: {issue.get('title') or ''}", text)
+    return await r.issue_ref_subject(gh, origin, cmd.issue_ref)
 
 
 async def estimate(
