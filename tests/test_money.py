@@ -285,3 +285,19 @@ def test_spend_metrics_are_read_at_scrape_time() -> None:
     quiet = Metrics()
     quiet.watch_spend(down, dict, None)
     assert b"debate_bot_spend_usd" in quiet.render()  # a scrape never fails
+
+
+def test_estimate_parses_like_a_debate() -> None:
+    from bot.commands.parser import parse_command
+    from bot.errors import UsageError
+
+    cmd = parse_command("/debate estimate --rounds 2 --mode critique")
+    assert cmd is not None and (cmd.action, cmd.rounds, cmd.mode) == ("estimate", 2, "critique")
+    flag = parse_command("/debate --estimate --rounds 2 #12")
+    assert flag is not None and (flag.action, flag.issue_ref) == ("estimate", 12)
+    topic = parse_command("/debate estimate Kafka or NATS?")
+    assert topic is not None and (topic.action, topic.topic) == ("estimate", "Kafka or NATS?")
+    assert parse_command("/debate estimate --help").action == "help"  # type: ignore[union-attr]
+    for bad in ("/debate estimate --bots", "/debate review a.md --estimate"):
+        with pytest.raises(UsageError):
+            parse_command(bad)

@@ -9,7 +9,6 @@ whose message is short and safe to post back to the user.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -54,6 +53,7 @@ _LONG_FLAGS: Final[dict[str, bool]] = {
     "--file-issues": False,
     "--bots": False,
     "--help": False,
+    "--estimate": False,
 }
 _SHORT_FLAGS: Final = {"-s": "--vote-stalemates", "-h": "--help"}
 
@@ -110,6 +110,7 @@ class _Flags:
     file_issues: bool = False
     bots: bool = False
     help: bool = False
+    estimate: bool = False  # `--estimate`: the same as the `estimate` keyword
 
 
 def _echo(text: str) -> str:
@@ -220,6 +221,8 @@ def _apply_flag(flags: _Flags, seen: set[str], name: str, value: str | None) -> 
         flags.bots = True
     elif name == "--help":
         flags.help = True
+    elif name == "--estimate":
+        flags.estimate = True
 
 
 def _read_flag(line: str, token: str, end: int, flags: _Flags, seen: set[str]) -> int:
@@ -461,7 +464,7 @@ def _parse_debate(line: str, pos: int, context: str, flags: _Flags, seen: set[st
         raise UsageError("put flags before the topic, or all of them at its end")
     if flags.help:
         return Command(action="help")
-    _reject(flags, seen, _COMMON_FLAGS, "a debate")
+    _reject(flags, seen, _COMMON_FLAGS | {"--estimate"}, "a debate")
     if flags.mode == "arbitrate":
         raise UsageError("use `arbitrate` in a pull-request review thread to arbitrate a comment")
     topic = line[topic_start:topic_end].strip()
@@ -470,7 +473,8 @@ def _parse_debate(line: str, pos: int, context: str, flags: _Flags, seen: set[st
         issue_ref, topic = int(m[1]), ""
         if issue_ref < 1:
             raise UsageError("issue numbers start at 1")
-    return _build("debate", flags, topic=topic, context=context, issue_ref=issue_ref)
+    action: Action = "estimate" if flags.estimate else "debate"
+    return _build(action, flags, topic=topic, context=context, issue_ref=issue_ref)
 
 
 def parse_command(body: str, *, command: str = "/debate") -> Command | None:
@@ -502,8 +506,8 @@ def parse_command(body: str, *, command: str = "/debate") -> Command | None:
         return _parse_decide(line, after_word, flags, seen)
     if word == "estimate":
         # The plan and cost of the debate the same flags would start; nothing runs.
-        cmd = _parse_debate(line, after_word, context, flags, seen)
-        return cmd if cmd.action == "help" else dataclasses.replace(cmd, action="estimate")
+        flags.estimate = True
+        return _parse_debate(line, after_word, context, flags, seen)
     return _parse_debate(line, pos, context, flags, seen)
 
 
@@ -521,7 +525,7 @@ def usage_text(command: str = "/debate") -> str:
 | `{c} arbitrate [<review-comment-url>] [--bots]` | is a PR review comment a false positive? |
 | `{c} decide <point> <A\\|B\\|both>` | answer an open proposal stalemate |
 | `{c} status` / `cancel` / `help` | show the run, stop it, show this help |
-| `{c} estimate [flags] [topic]` | the plan and estimated cost of that debate, run nothing |
+| `{c} estimate [flags] [topic]` | the plan and estimated cost of that debate (or `--estimate`), run nothing |
 
 Flags:
 - `--rounds N` — number of rounds, 1 to {MAX_ROUNDS}
