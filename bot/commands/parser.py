@@ -525,7 +525,7 @@ def usage_text(command: str = "/debate") -> str:
 | `{c} arbitrate [<review-comment-url>] [--bots]` | is a PR review comment a false positive? |
 | `{c} decide <point> <A\\|B\\|both>` | answer an open proposal stalemate |
 | `{c} status` / `cancel` / `help` | show the run, stop it, show this help |
-| `{c} estimate [flags] [topic]` | the plan and estimated cost of that debate (or `--estimate`), run nothing |
+| `{c} estimate [flags] [topic]` | that debate's plan and estimated cost; runs nothing |
 
 Flags:
 - `--rounds N` — number of rounds, 1 to {MAX_ROUNDS}
@@ -538,4 +538,5 @@ Flags:
 - `--open-pr` — (`review` of a plan only) open a pull request with the revised plan
 - `--file-issues` — (`review` of a folder or the repository) file one issue per agreed finding
 - `--bots` — (`arbitrate` only) every unresolved review comment left by a bot
+- `--estimate` — reply with the plan and its estimated cost instead of running it
 """
