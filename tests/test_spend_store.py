@@ -14,11 +14,11 @@ from bot.errors import BudgetSpent, PriceUnknown, QuotaSpent
 from bot.runner.admission import Budget, Limits, Quota
 from bot.store import RunStore
 from bot.store.ledger import SpendLine
-from tests.test_store import FakeClock, race
-from tests.test_store import clock as clock
-from tests.test_store import db_url as db_url
-from tests.test_store import pg_url as pg_url
-from tests.test_store import store as store
+from tests.harness.stores import FakeClock, race
+from tests.harness.stores import clock as clock
+from tests.harness.stores import db_url as db_url
+from tests.harness.stores import pg_url as pg_url
+from tests.harness.stores import store as store
 
 REPO = "octo/repo"
 
