@@ -309,3 +309,22 @@ def test_estimate_replies_with_the_plan_and_starts_nothing(harness: Harness) -> 
     assert "eyes" not in h.github.reactions(REPO, comment_id=comment_id)
     say(h, number, "/debate estimate --rounds 99")
     assert "rounds" in reply_with(h, number, "--rounds")
+
+
+def test_estimate_of_another_issue_reads_it_or_says_it_is_missing(harness: Harness) -> None:
+    h = harness
+    h.start()
+    number = seed_issue(h)
+    other = seed_issue(h, title="Kafka or NATS?", body="Our event bus. " * 200)
+    say(h, number, "/debate estimate #999")
+    reply_with(h, number, "Issue #999 was not found in this repository.")
+    small = estimate_of(h, number)
+    # The other issue's long body makes for a dearer debate than this one.
+    say(h, number, f"/debate --estimate #{other}")
+    h.wait_for(
+        lambda: sum("Estimated cost" in b for b in replies(h, number)) == 2, what="two estimates"
+    )
+    bodies = [b for b in replies(h, number) if "Estimated cost" in b]
+    m = ESTIMATE.search(bodies[-1])
+    assert m is not None and float(m[1]) > small
+    assert h.models.requests == [] and runs(h) == []
