@@ -318,5 +318,8 @@ def replay(
     raise typer.Exit(0 if 200 <= result.status < 300 else 1)
 
 
+app.command(name="spend")(__import__("bot.spend_cli").spend_cli.spend)  # bot/spend_cli.py
+
+
 def main() -> None:
     app()

@@ -134,6 +134,16 @@ class Settings(BaseSettings):
     repo_archive_max_mb: int = Field(default=64, ge=0)
     # The archive download and unpacking, together; past it, reads turn lazy.
     repo_fetch_timeout_s: float = Field(default=60.0, gt=0)
+    # Money (docs/configuration.md, "Money"): the operator's price file (YAML,
+    # model reference -> {input, cached_input, output, cache_write?} USD per
+    # million tokens), what a model with no price costs ("refuse", or a price
+    # assumed for input and output alike; unset: refused only where a budget
+    # applies), and the budgets in USD (unset: no cap).
+    prices_file: Path | None = None
+    unknown_price: Literal["refuse"] | float | None = None
+    budget_run_usd: float | None = Field(default=None, gt=0)
+    budget_repo_month_usd: float | None = Field(default=None, gt=0)
+    budget_installation_month_usd: float | None = Field(default=None, gt=0)
 
     def private_key_pem(self) -> str | None:
         if self.private_key is not None:
@@ -160,6 +170,14 @@ class Quotas(BaseModel):
     model_config = ConfigDict(extra="forbid")
     per_repo_per_day: int = Field(default=50, ge=0)
     per_user_per_day: int = Field(default=10, ge=0)
+
+
+class BudgetConfig(BaseModel):
+    """`budget:` in `.github/debate.yml`: lowers the operator's caps, never raises them."""
+
+    model_config = ConfigDict(extra="forbid")
+    per_run_usd: float | None = Field(default=None, gt=0)
+    per_month_usd: float | None = Field(default=None, gt=0)
 
 
 class ArbitrationConfig(BaseModel):
@@ -199,6 +217,7 @@ class RepoConfig(BaseModel):
     tiers: list[list[str]] = Field(default_factory=list)
     on_unavailable: Literal["downgrade", "abort"] = "downgrade"
     quotas: Quotas = Field(default_factory=Quotas)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
     public_transcript: Literal["full", "summary"] = "full"
     max_tokens_per_run: int = Field(default=400_000, ge=1000)
     arbitration: ArbitrationConfig = Field(default_factory=ArbitrationConfig)

@@ -24,8 +24,11 @@ resumes it later; model calls are retried before the turn is dropped)::
     │   ├── StoreUnavailable       + Transient: the database is down or unreachable
     │   ├── CodecError             a stored spec that does not decode
     │   ├── ActiveRunExists        .run: the issue's queued or running run (id, state, issue)
-    │   ├── QuotaSpent             .scope: the repository's or the requester's daily quota
     │   └── RunNotFound
+    ├── AdmissionRefused           .scope: why a run was not started (bot/runner/admission.py)
+    │   ├── QuotaSpent             the repository's or the requester's daily quota
+    │   ├── BudgetSpent            a dollar budget: per run, repository or installation
+    │   └── PriceUnknown           .models: a model of the plan has no price
     └── ProtocolError
 
 Not errors, so not here: the driver's control-flow signals ``LeaseLost`` and
@@ -40,6 +43,7 @@ typing, so every package can raise these errors without reaching the store.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal, Protocol
 
 
@@ -220,7 +224,14 @@ class ActiveRunExists(StoreError):
         self.run = ActiveRun(run.id, run.state, run.repo, run.issue_number)
 
 
-class QuotaSpent(StoreError):
+class AdmissionRefused(BotError):
+    """A run was not started: its ``public`` sentence is the one reply."""
+
+    code = "admission_refused"
+    scope = ""
+
+
+class QuotaSpent(AdmissionRefused):
     """A daily quota is spent: the repository's (``scope == "repo"``) or the
     requester's in it (``"user"``)."""
 
@@ -234,6 +245,70 @@ class QuotaSpent(StoreError):
         )
         super().__init__(f"the {scope} quota is spent", public=public)
         self.scope = scope
+
+
+_BUDGET_NAMES = {
+    "run": "the per-run budget",
+    "repo": "this repository's monthly budget",
+    "installation": "this installation's monthly budget",
+}
+
+
+class BudgetSpent(AdmissionRefused):
+    """A dollar budget has no room for the run's estimate: ``scope`` is
+    ``run``, ``repo`` or ``installation``; ``resets`` (None for a per-run
+    budget) is when a monthly one starts again."""
+
+    code = "budget_spent"
+
+    def __init__(
+        self,
+        scope: Literal["run", "repo", "installation"],
+        *,
+        limit: float,
+        spent: float,
+        estimate: float,
+        resets: datetime | None = None,
+    ) -> None:
+        name = _BUDGET_NAMES[scope]
+        if scope == "run":
+            public = (
+                f"Not started: this run is estimated at ${estimate:.4f}, over {name} of "
+                f"${limit:.4f}. Try fewer rounds or personas, or `/debate estimate` to compare."
+            )
+        else:
+            when = resets.strftime("%Y-%m-%d %H:%M UTC") if resets else "next month"
+            public = (
+                f"Not started: {name} is ${limit:.4f}; ${spent:.4f} is spent or held "
+                f"by running debates this month, and this run is estimated at "
+                f"${estimate:.4f}. The budget resets on {when}."
+            )
+        super().__init__(f"the {scope} budget has no room for ${estimate:.4f}", public=public)
+        self.scope = scope
+        self.limit = limit
+        self.spent = spent
+        self.estimate = estimate
+        self.resets = resets
+
+
+class PriceUnknown(AdmissionRefused):
+    """A model of the plan has no price, and unknown prices are refused
+    (``DEBATE_BOT_UNKNOWN_PRICE``)."""
+
+    code = "price_unknown"
+    scope = "price"
+
+    def __init__(self, models: tuple[str, ...]) -> None:
+        names = ", ".join(f"`{m}`" for m in models)
+        super().__init__(
+            f"no price for {', '.join(models)}",
+            public=(
+                f"Not started: no price is known for {names}, so its cost cannot be "
+                "held against the budget. The operator can add it to the price file "
+                "(DEBATE_BOT_PRICES_FILE) or set DEBATE_BOT_UNKNOWN_PRICE."
+            ),
+        )
+        self.models = models
 
 
 class RunNotFound(StoreError):

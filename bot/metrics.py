@@ -3,11 +3,11 @@ tests can build many apps side by side."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
@@ -82,6 +82,54 @@ class _RateLimits(Collector):
         for installation, left in sorted(self._remaining().items()):
             family.add_metric([str(installation)], left)
         return [family]
+
+
+class _Spend(Collector):
+    """The spend ledger at scrape time (docs/operations.md, "Money"):
+    ``debate_bot_spend_usd_total`` per installation, repository and model, and
+    each installation's monthly budget and what is left of it."""
+
+    def __init__(
+        self,
+        totals: Callable[[], Iterable[tuple[int | None, str, str, float]]],
+        month: Callable[[], dict[int, float]],
+        limit: float | None,
+    ) -> None:
+        self._totals = totals
+        self._month = month
+        self._limit = limit
+
+    def collect(self) -> list[Metric]:
+        spend = CounterMetricFamily(
+            "debate_bot_spend_usd",
+            "Model spend in USD from the ledger",
+            labels=["installation", "repository", "model"],
+        )
+        families: list[Metric] = [spend]
+        try:
+            for installation, repo, model, usd in self._totals():
+                spend.add_metric(
+                    ["" if installation is None else str(installation), repo, model], usd
+                )
+            month = self._month() if self._limit is not None else {}
+        except Exception:  # a scrape must not fail because the database is down
+            return families
+        if self._limit is not None:
+            limit = GaugeMetricFamily(
+                "debate_bot_budget_limit_usd",
+                "Monthly budget per installation (DEBATE_BOT_BUDGET_INSTALLATION_MONTH_USD)",
+            )
+            limit.add_metric([], self._limit)
+            remaining = GaugeMetricFamily(
+                "debate_bot_budget_remaining_usd",
+                "Monthly budget left per installation: the limit less this month's spend "
+                "and the active runs' reservations",
+                labels=["installation"],
+            )
+            for installation, used in sorted(month.items()):
+                remaining.add_metric([str(installation)], self._limit - used)
+            families += [limit, remaining]
+        return families
 
 
 class Metrics:
@@ -168,6 +216,15 @@ class Metrics:
         """``debate_bot_github_rate_limit_remaining``: the last x-ratelimit-remaining
         seen per installation, read at scrape time."""
         self.registry.register(_RateLimits(remaining))
+
+    def watch_spend(
+        self,
+        totals: Callable[[], Iterable[tuple[int | None, str, str, float]]],
+        month: Callable[[], dict[int, float]],
+        limit: float | None,
+    ) -> None:
+        """Spend and budget remaining, read from the store at scrape time."""
+        self.registry.register(_Spend(totals, month, limit))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -125,6 +125,9 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
     routes = build_router()  # once: the web route, the redeliverer and the worker share it
     metrics = Metrics()
     metrics.watch_runs(store.counts_by_state, store.run_health)
+    metrics.watch_spend(
+        store.spend_totals, store.installation_month_spend, settings.budget_installation_month_usd
+    )
     wake = lambda: None  # noqa: E731
     svc: Services | None = None
     if worker:

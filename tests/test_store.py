@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Callable, Iterator
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import sqlalchemy as sa
@@ -33,10 +32,10 @@ from bot.debate.types import (
     Usage,
 )
 from bot.errors import ActiveRunExists, CodecError, QuotaSpent, RunNotFound, StoreError
+from bot.runner.admission import Limits, Quota
 from bot.store import (
     CommentRecord,
     NewDelivery,
-    Quota,
     RunStore,
     spec_from_json,
     spec_to_json,
@@ -52,86 +51,13 @@ from bot.store.trigger import (
     RevisionTarget,
     Trigger,
 )
-from tests.harness.postgres import fresh_pg_database
+from tests.harness.stores import clock as clock
+from tests.harness.stores import db_url as db_url
+from tests.harness.stores import pg_url as pg_url
+from tests.harness.stores import race
+from tests.harness.stores import store as store
 
 LEASE = 30.0
-
-
-class FakeClock:
-    """A clock tests move by hand, so leases expire without sleeping."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
-        self._lock = threading.Lock()
-
-    def __call__(self) -> datetime:
-        with self._lock:
-            return self.now
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self.now += timedelta(seconds=seconds)
-
-
-def race(n: int, body: Callable[[int], None]) -> None:
-    """Run ``body(0..n-1)`` on n threads released together; fail on any error."""
-    barrier = threading.Barrier(n)
-    errors: list[Exception] = []
-
-    def start(i: int) -> None:
-        barrier.wait()
-        try:
-            body(i)
-        except Exception as exc:  # surfaced by the assertion below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=start, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-
-
-# -- fixtures -------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
-    """A fresh database for this session on the PostgreSQL server."""
-    with fresh_pg_database("debate_bot_test") as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.db'}"
-        return
-    url: str = request.getfixturevalue("pg_url")
-    # The session database is shared: start every test from empty tables.
-    engine = create_engine(url)
-    try:
-        with engine.begin() as conn:
-            for table in reversed(metadata.sorted_tables):
-                if sa.inspect(conn).has_table(table.name):
-                    conn.execute(table.delete())
-    finally:
-        engine.dispose()
-    yield url
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def store(db_url: str, clock: FakeClock) -> Iterator[RunStore]:
-    s = RunStore.from_url(db_url, clock=clock)
-    s.migrate()
-    yield s
-    s.dispose()
 
 
 # -- helpers --------------------------------------------------------------------
@@ -755,19 +681,19 @@ def test_quota_counts(store, clock):
 
 def test_create_run_counts_the_quota_as_it_queues(store, clock):
     quota = Quota(clock.now - timedelta(days=1), per_repo=3, per_user=2)
-    new_run(store, issue=1, requested_by="alice", quota=quota)
-    new_run(store, issue=2, requested_by="alice", quota=quota)
+    new_run(store, issue=1, requested_by="alice", limits=Limits(quota))
+    new_run(store, issue=2, requested_by="alice", limits=Limits(quota))
     with pytest.raises(QuotaSpent) as user:
-        new_run(store, issue=3, requested_by="alice", quota=quota)
+        new_run(store, issue=3, requested_by="alice", limits=Limits(quota))
     assert user.value.scope == "user" and "You have reached" in user.value.public
-    new_run(store, issue=3, requested_by="bob", quota=quota)
+    new_run(store, issue=3, requested_by="bob", limits=Limits(quota))
     with pytest.raises(QuotaSpent) as repo:
-        new_run(store, issue=4, requested_by="carol", quota=quota)
+        new_run(store, issue=4, requested_by="carol", limits=Limits(quota))
     assert repo.value.scope == "repo" and "This repository" in repo.value.public
     assert store.active_run("octo/repo", 4) is None  # nothing was queued
     new_run(store, issue=4, requested_by="carol")  # no quota given: none counted
     later = Quota(clock.now + timedelta(seconds=1), per_repo=3, per_user=2)
-    new_run(store, issue=1, repo="octo/other", requested_by="alice", quota=later)
+    new_run(store, issue=1, repo="octo/other", requested_by="alice", limits=Limits(later))
 
 
 def test_concurrent_creates_never_pass_the_quota(db_url, clock, store):
@@ -779,7 +705,9 @@ def test_concurrent_creates_never_pass_the_quota(db_url, clock, store):
 
     def attempt(n: int) -> None:
         try:
-            created.append(new_run(stores[n % 2], issue=n, requested_by="alice", quota=quota).id)
+            created.append(
+                new_run(stores[n % 2], issue=n, requested_by="alice", limits=Limits(quota)).id
+            )
         except QuotaSpent as exc:
             refused.append(exc.scope)
 

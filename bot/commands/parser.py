@@ -17,7 +17,7 @@ from bot.debate.types import MODES, Mode
 from bot.errors import UsageError
 from bot.redact import redact_secrets
 
-Action = Literal["debate", "review", "arbitrate", "decide", "status", "cancel", "help"]
+Action = Literal["debate", "review", "arbitrate", "decide", "status", "cancel", "help", "estimate"]
 Choice = Literal["A", "B", "both"]
 
 MAX_ROUNDS: Final = 10
@@ -54,6 +54,7 @@ _LONG_FLAGS: Final[dict[str, bool]] = {
     "--bots": False,
     "--no-tools": False,
     "--help": False,
+    "--estimate": False,
 }
 _SHORT_FLAGS: Final = {"-s": "--vote-stalemates", "-h": "--help"}
 
@@ -112,6 +113,7 @@ class _Flags:
     bots: bool = False
     no_tools: bool = False
     help: bool = False
+    estimate: bool = False  # `--estimate`: the same as the `estimate` keyword
 
 
 def _echo(text: str) -> str:
@@ -224,6 +226,8 @@ def _apply_flag(flags: _Flags, seen: set[str], name: str, value: str | None) -> 
         flags.no_tools = True
     elif name == "--help":
         flags.help = True
+    elif name == "--estimate":
+        flags.estimate = True
 
 
 def _read_flag(line: str, token: str, end: int, flags: _Flags, seen: set[str]) -> int:
@@ -467,7 +471,7 @@ def _parse_debate(line: str, pos: int, context: str, flags: _Flags, seen: set[st
         raise UsageError("put flags before the topic, or all of them at its end")
     if flags.help:
         return Command(action="help")
-    _reject(flags, seen, _COMMON_FLAGS, "a debate")
+    _reject(flags, seen, _COMMON_FLAGS | {"--estimate"}, "a debate")
     if flags.mode == "arbitrate":
         raise UsageError("use `arbitrate` in a pull-request review thread to arbitrate a comment")
     topic = line[topic_start:topic_end].strip()
@@ -476,7 +480,8 @@ def _parse_debate(line: str, pos: int, context: str, flags: _Flags, seen: set[st
         issue_ref, topic = int(m[1]), ""
         if issue_ref < 1:
             raise UsageError("issue numbers start at 1")
-    return _build("debate", flags, topic=topic, context=context, issue_ref=issue_ref)
+    action: Action = "estimate" if flags.estimate else "debate"
+    return _build(action, flags, topic=topic, context=context, issue_ref=issue_ref)
 
 
 def parse_command(body: str, *, command: str = "/debate") -> Command | None:
@@ -506,6 +511,10 @@ def parse_command(body: str, *, command: str = "/debate") -> Command | None:
         return _parse_arbitrate(line, after_word, context, flags, seen)
     if word == "decide":
         return _parse_decide(line, after_word, flags, seen)
+    if word == "estimate":
+        # The plan and cost of the debate the same flags would start; nothing runs.
+        flags.estimate = True
+        return _parse_debate(line, after_word, context, flags, seen)
     return _parse_debate(line, pos, context, flags, seen)
 
 
@@ -523,6 +532,7 @@ def usage_text(command: str = "/debate") -> str:
 | `{c} arbitrate [<review-comment-url>] [--bots]` | is a PR review comment a false positive? |
 | `{c} decide <point> <A\\|B\\|both>` | answer an open proposal stalemate |
 | `{c} status` / `cancel` / `help` | show the run, stop it, show this help |
+| `{c} estimate [flags] [topic]` | that debate's plan and estimated cost; runs nothing |
 
 Flags:
 - `--rounds N` — number of rounds, 1 to {MAX_ROUNDS}
@@ -536,4 +546,5 @@ Flags:
 - `--open-pr` — (`review` of a plan only) open a pull request with the revised plan
 - `--file-issues` — (`review` of a folder or the repository) file one issue per agreed finding
 - `--bots` — (`arbitrate` only) every unresolved review comment left by a bot
+- `--estimate` — reply with the plan and its estimated cost instead of running it
 """

@@ -157,6 +157,9 @@ class TurnKey:
         return f"t{self.tier}:{self.phase}:{self.round}:{self.slot}"
 
 
+PriceBasis = Literal["list", "assumed", "unknown"]
+
+
 @dataclass(frozen=True)
 class Usage:
     input_tokens: int = 0  # total input tokens, cached included
@@ -164,6 +167,10 @@ class Usage:
     cached_tokens: int = 0  # input tokens served from the provider's prefix cache
     latency_ms: int = 0
     cost_usd: float = 0.0
+    cache_write_tokens: int = 0  # input tokens written to the provider's prompt cache
+    # How cost_usd was priced: "list" (the price table or the operator's price
+    # file), "assumed" (DEBATE_BOT_UNKNOWN_PRICE) or "unknown" (priced at 0).
+    price_basis: PriceBasis = "list"
 
 
 @dataclass(frozen=True)

@@ -141,6 +141,7 @@ class AnthropicProvider(HttpProvider):
             cached_tokens=read,
             latency_ms=latency_ms,
             cost_usd=cost.usd,
+            cache_write_tokens=written,
         )
 
     # -- tool calling --------------------------------------------------------

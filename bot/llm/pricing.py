@@ -1,7 +1,9 @@
-"""List prices for cost estimates (USD per million tokens).
+"""List prices (USD per million tokens) and the deployment's ``PriceBook``.
 
-Estimates only: prices change, and a model missing here costs 0 and is reported
-as unknown (``CostEstimate.known`` is False) rather than guessed. Names match
+The built-in table is a default: prices change, so the operator's price file
+overrides and extends it (``PriceBook``). A model missing from both costs 0 and
+is reported as unknown (``CostEstimate.known`` is False, ``Usage.price_basis``
+"unknown") unless the operator set a price to assume. Names match
 exactly or with a dated/``-latest`` suffix (``gpt-4.1-mini-2025-04-14``,
 ``claude-sonnet-4-5-20250929``); a vendor prefix as used by OpenRouter
 (``openai/gpt-4o``) is ignored.
@@ -9,8 +11,17 @@ exactly or with a dated/``-latest`` suffix (``gpt-4.1-mini-2025-04-14``,
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+from bot.debate.types import PriceBasis, Usage
+from bot.errors import ConfigError
 
 PER_MILLION = 1_000_000
 
@@ -78,6 +89,20 @@ def price_for(model: str) -> Price | None:
     return None
 
 
+def _cost(price: Price, input_tokens: int, cached: int, written: int, output: int) -> float:
+    cached = max(0, min(cached, input_tokens))
+    written = max(0, min(written, input_tokens - cached))
+    fresh = input_tokens - cached - written
+    write_price = price.cache_write if price.cache_write is not None else price.input
+    usd = (
+        fresh * price.input
+        + cached * price.cached_input
+        + written * write_price
+        + max(0, output) * price.output
+    ) / PER_MILLION
+    return round(usd, 8)
+
+
 def estimate_cost(
     model: str,
     *,
@@ -90,17 +115,9 @@ def estimate_cost(
     price = price_for(model)
     if price is None:
         return CostEstimate(0.0, known=False)
-    cached = max(0, min(cached_tokens, input_tokens))
-    written = max(0, min(cache_write_tokens, input_tokens - cached))
-    fresh = input_tokens - cached - written
-    write_price = price.cache_write if price.cache_write is not None else price.input
-    usd = (
-        fresh * price.input
-        + cached * price.cached_input
-        + written * write_price
-        + max(0, output_tokens) * price.output
-    ) / PER_MILLION
-    return CostEstimate(round(usd, 8), known=True)
+    return CostEstimate(
+        _cost(price, input_tokens, cached_tokens, cache_write_tokens, output_tokens), known=True
+    )
 
 
 def cost_known(model_ref: str) -> bool:
@@ -109,3 +126,120 @@ def cost_known(model_ref: str) -> bool:
     if provider == "scripted":
         return True
     return price_for(name or provider) is not None
+
+
+# -- the deployment's price book (docs/configuration.md, "Money") -----------------
+
+FREE = Price(0.0, 0.0, 0.0)
+UnknownPrice = Literal["refuse"] | float | None
+
+
+@dataclass(frozen=True)
+class PriceBook:
+    """The prices a deployment charges by: the operator's price file
+    (``DEBATE_BOT_PRICES_FILE``) over the built-in table, and what a model with
+    no price costs (``DEBATE_BOT_UNKNOWN_PRICE``: ``"refuse"``, a price assumed
+    in USD per million tokens for input and output alike, or None: priced at 0
+    and refused only where a budget applies)."""
+
+    overrides: Mapping[str, Price] = field(default_factory=dict)
+    unknown: UnknownPrice = None
+
+    def lookup(self, model_ref: str) -> tuple[Price | None, PriceBasis]:
+        """The price of a ``provider/model`` reference and how it was found."""
+        ref = model_ref.strip().lower()
+        provider, _, name = ref.partition("/")
+        if provider == "scripted":
+            return FREE, "list"
+        for key in (ref, name):
+            if key and key in self.overrides:
+                return self.overrides[key], "list"
+        price = price_for(name or provider)
+        if price is not None:
+            return price, "list"
+        if isinstance(self.unknown, float):
+            return Price(self.unknown, self.unknown, self.unknown), "assumed"
+        return None, "unknown"
+
+    def charge(self, model_ref: str, usage: Usage) -> Usage:
+        """``usage`` priced by this book (its tokens are the provider's report)."""
+        price, basis = self.lookup(model_ref)
+        usd = (
+            0.0
+            if price is None
+            else _cost(
+                price,
+                usage.input_tokens,
+                usage.cached_tokens,
+                usage.cache_write_tokens,
+                usage.output_tokens,
+            )
+        )
+        return replace(usage, cost_usd=usd, price_basis=basis)
+
+    def unpriced(self, model_refs: Iterable[str]) -> list[str]:
+        """The references with neither a listed nor an assumed price, sorted."""
+        return sorted({r for r in model_refs if r and self.lookup(r)[0] is None})
+
+    def refuses(self, budgeted: bool) -> bool:
+        """Whether a run on an unpriced model is refused: always under
+        ``refuse``, and by default where a budget applies."""
+        return self.unknown == "refuse" or (self.unknown is None and budgeted)
+
+
+_PRICE_KEYS = {"input", "cached_input", "output", "cache_write"}
+
+
+def _rate(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{where}: expected a number of USD per million tokens")
+    rate = float(value)
+    if not math.isfinite(rate) or rate < 0:
+        raise ConfigError(f"{where}: expected a number of USD per million tokens, 0 or more")
+    return rate
+
+
+def parse_prices(data: Mapping[object, object], *, source: str) -> dict[str, Price]:
+    """A price file's mapping: model reference → ``{input, cached_input, output,
+    cache_write?}`` in USD per million tokens (docs/configuration.md)."""
+    prices: dict[str, Price] = {}
+    for ref, entry in data.items():
+        where = f"{source}: {ref}"
+        if not isinstance(ref, str) or not ref.strip():
+            raise ConfigError(f"{source}: model references must be non-empty strings")
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{where}: expected {{input, cached_input, output, cache_write?}}")
+        keys = {str(k) for k in entry}
+        missing = {"input", "cached_input", "output"} - keys
+        extra = keys - _PRICE_KEYS
+        if missing or extra:
+            wrong = f"missing {sorted(missing)}" if missing else f"unknown keys {sorted(extra)}"
+            raise ConfigError(f"{where}: {wrong} (keys: input, cached_input, output, cache_write)")
+        write = entry.get("cache_write")
+        prices[ref.strip().lower()] = Price(
+            _rate(entry["input"], f"{where}.input"),
+            _rate(entry["cached_input"], f"{where}.cached_input"),
+            _rate(entry["output"], f"{where}.output"),
+            None if write is None else _rate(write, f"{where}.cache_write"),
+        )
+    return prices
+
+
+def load_price_book(prices_file: Path | None, unknown: UnknownPrice) -> PriceBook:
+    """The deployment's price book from its settings; a bad file is a ConfigError
+    naming the file and the entry."""
+    if isinstance(unknown, int | float) and (not math.isfinite(unknown) or unknown < 0):
+        raise ConfigError("DEBATE_BOT_UNKNOWN_PRICE: expected `refuse` or a price of 0 or more")
+    assumed: UnknownPrice = float(unknown) if isinstance(unknown, int | float) else unknown
+    if prices_file is None:
+        return PriceBook(unknown=assumed)
+    source = f"DEBATE_BOT_PRICES_FILE ({prices_file.name})"
+    try:
+        data = yaml.safe_load(prices_file.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read it: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML") from exc
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a mapping of model reference to prices")
+    return PriceBook(parse_prices(data, source=source), assumed)

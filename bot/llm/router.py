@@ -23,6 +23,7 @@ from bot.errors import ConfigError, ModelError
 from bot.llm.anthropic import AnthropicProvider
 from bot.llm.base import DROP_CLASSES, Provider, Route, ToolProvider
 from bot.llm.openai import OpenAIProvider
+from bot.llm.pricing import load_price_book
 from bot.llm.retry import RetryPolicy
 from bot.llm.scripted import ReplyScript, ScriptedProvider
 from bot.logs import get_logger
@@ -51,6 +52,8 @@ class ModelRouter:
         for name, endpoint in settings.endpoints.items():
             _check_base_url(f"endpoint {name!r} base_url", endpoint.base_url)
         policy = RetryPolicy.from_settings(settings)
+        # Every call is priced here, by the deployment's book, whatever the provider.
+        self.prices = load_price_book(settings.prices_file, settings.unknown_price)
         # One client for every provider; timeouts are per request. The providers'
         # limits bound the calls in flight, not httpx's default pool of 100
         # connections (a hundred runs of two personas would queue behind it).
@@ -217,7 +220,7 @@ class ModelRouter:
                 key=request.key,
                 text=completion.text,
                 model=ref,
-                usage=completion.usage,
+                usage=self.prices.charge(f"{provider_name}/{model}", completion.usage),
                 truncated=completion.truncated,
             )
         return Turn(

@@ -188,7 +188,9 @@ async def _dry_run(spec: DebateSpec, router: ModelRouter, source: str) -> int:
         notes.append(f"{exc.public} (a real run would stop here)")
     # Plan with the models as configured, not as rerouted for missing credentials.
     batches, outcome = await simulate(replace(spec, available_providers=frozenset()))
-    sys.stdout.write(format_plan(spec, batches, outcome, source=source, notes=notes))
+    sys.stdout.write(
+        format_plan(spec, batches, outcome, source=source, notes=notes, prices=router.prices)
+    )
     return EXIT_OK
 
 

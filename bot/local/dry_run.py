@@ -10,13 +10,15 @@ earlier on convergence, and auto-pick different personas.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bot.debate.prompts import word_budget
 from bot.debate.rehearsal import reply
 from bot.debate.types import Batch, DebateSpec, ModelRequest, Outcome, Prompt, Turn, Usage
 from bot.errors import ProtocolError
 from bot.llm.base import approx_tokens
+from bot.llm.estimate import estimate_run
+from bot.llm.pricing import PriceBook
 from bot.runner import execute
 
 # Far above any real plan (frame + 10 rounds × 3 tiers + votes + synthesis).
@@ -74,6 +76,7 @@ def format_plan(
     *,
     source: str,
     notes: Sequence[str] = (),
+    prices: PriceBook | None = None,
 ) -> str:
     lines = [
         f"DRY RUN of {source} — planned batches; no model is called.",
@@ -113,11 +116,18 @@ def format_plan(
                 f"  - {request.key.slot}: {models} · ~{tokens:,} input tokens"
                 f" · ≤ {request.max_output_tokens:,} output tokens"
             )
+    # The cost as admission would estimate it (bot/llm/estimate.py): answers
+    # filling most of their word limit, prefixes cached after first sight.
+    cost = estimate_run(replace(spec, available_providers=frozenset()), prices or PriceBook())
+    unpriced = f"; no price for {', '.join(cost.unpriced)}" if cost.unpriced else ""
     lines += [
         "",
         f"Total: {len(batches)} batches, {total_requests} requests, ~{total_tokens:,} input "
         f"tokens before prefix caching (~{prefix_tokens:,} of each request is a shared, "
         "cacheable prefix).",
+        f"Estimated cost: ~${cost.usd:.4f} (~{cost.input_tokens:,} input and "
+        f"~{cost.output_tokens:,} output tokens with answers using most of their word "
+        f"limit{unpriced}).",
         f"Planned outcome: {outcome.kind}.",
         "Simulated with scripted placeholder replies: a real run may add counter rounds "
         f"(up to {spec.rounds} rounds in all) while a crux stays open, stop earlier when the "

@@ -12,7 +12,6 @@ from bot.store.rows import (
     DeliveryRow,
     DeliveryState,
     NewDelivery,
-    Quota,
     RunRow,
     RunState,
 )
@@ -26,7 +25,6 @@ __all__ = [
     "DeliveryRow",
     "DeliveryState",
     "NewDelivery",
-    "Quota",
     "RunRow",
     "RunState",
     "RunStore",

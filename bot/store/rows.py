@@ -134,24 +134,6 @@ class WriteSlot(NamedTuple):
     next_at: datetime
 
 
-class Quota(NamedTuple):
-    """Daily quotas checked as a run is queued: at most ``per_repo`` runs created
-    in the repository at or after ``since``, and ``per_user`` of them by its requester."""
-
-    since: datetime
-    per_repo: int
-    per_user: int
-
-    def spent(self, total: int, own: int) -> Literal["repo", "user"] | None:
-        """Which quota is spent when ``total`` runs were started here since, ``own``
-        of them by the requester (the repository's is named first)."""
-        if total >= self.per_repo:
-            return "repo"
-        if own >= self.per_user:
-            return "user"
-        return None
-
-
 class RunControl(NamedTuple):
     """What a driver checks between batches: is the run still its, and wanted."""
 

@@ -8,16 +8,16 @@ from typing import Any
 from uuid import uuid4
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from bot.debate.types import DebateSpec
-from bot.errors import ActiveRunExists, QuotaSpent, StoreError
+from bot.errors import ActiveRunExists, StoreError
+from bot.runner.admission import Limits
 from bot.store.base import StoreBase
 from bot.store.codec import spec_from_json, spec_to_json, to_json
+from bot.store.ledger import admit, admitted_values, count_runs
 from bot.store.notify import notify_work
 from bot.store.rows import (
-    Quota,
     RunControl,
     RunRow,
     RunState,
@@ -30,10 +30,6 @@ from bot.store.schema import (
 from bot.store.trigger import Trigger
 
 _INSERT_RETRIES = 5
-# Held to the end of create_run's transaction: one quota count at a time per
-# repository. The two-key form has its own key space, apart from the migrate lock's.
-_QUOTA_LOCK = sa.text("SELECT pg_advisory_xact_lock(:space, hashtext(:repo))")
-_QUOTA_LOCK_SPACE = 0x71756F74  # "quot"
 
 
 class RunQueries(StoreBase):
@@ -49,15 +45,17 @@ class RunQueries(StoreBase):
         trigger: Trigger | None = None,
         requested_by: str = "",
         run_id: str | None = None,
-        quota: Quota | None = None,
+        limits: Limits | None = None,
     ) -> RunRow:
         """Queue a new run. Raises :class:`ActiveRunExists` if the issue has one,
-        :class:`QuotaSpent` if ``quota`` is given and spent.
+        an :class:`AdmissionRefused` if ``limits`` are given and refuse it.
 
         ``mode`` defaults to the spec's mode; ``run_id`` to a fresh uuid4. A
-        spec with an empty ``seed`` gets the run id as its seed. The quota is
-        counted in the insert's transaction, under a per-repository lock on
-        PostgreSQL, so two commands at once cannot both take the last run.
+        spec with an empty ``seed`` gets the run id as its seed. Admission
+        (``bot/runner/admission.py``: quotas, budgets) is decided in the insert's
+        transaction, under per-repository (and per-installation) locks on
+        PostgreSQL, so two commands at once cannot both take the last run or the
+        last dollars; the admitted cap becomes the spec's ``max_cost_usd``.
         """
         spec_obj = spec if isinstance(spec, DebateSpec) else spec_from_json(spec)
         run_id = run_id or str(uuid4())
@@ -83,12 +81,21 @@ class RunQueries(StoreBase):
             now = self._now()
             try:
                 with self._errors("create_run"), self._write_turn, self.engine.begin() as conn:
-                    if quota is not None:
-                        self._check_quota(conn, repo, requested_by, quota)
+                    admitted: dict[str, Any] = {}
+                    if limits is not None:
+                        decision = admit(
+                            conn,
+                            now=now,
+                            repo=repo,
+                            installation_id=installation_id,
+                            requested_by=requested_by,
+                            limits=limits,
+                        )
+                        admitted = admitted_values(spec_obj, decision)
                     row = (
                         conn.execute(
                             sa.insert(runs)
-                            .values(**values, created_at=now, updated_at=now)
+                            .values({**values, **admitted, "created_at": now, "updated_at": now})
                             .returning(*runs.c)
                         )
                         .mappings()
@@ -326,24 +333,7 @@ class RunQueries(StoreBase):
         """Runs created at or after ``since`` in ``repo``: all of them, and those
         ``requested_by`` asked for. One query for both quotas."""
         with self._read("quota_counts") as conn:
-            return self._quota_counts(conn, repo, since, requested_by)
-
-    @staticmethod
-    def _quota_counts(
-        conn: Connection, repo: str, since: datetime, requested_by: str
-    ) -> tuple[int, int]:
-        r = runs.c
-        mine = sa.func.count().filter(r.requested_by == requested_by)
-        stmt = sa.select(sa.func.count(), mine).where(r.created_at >= since, r.repo == repo)
-        total, own = conn.execute(stmt).one()
-        return int(total), int(own)
-
-    def _check_quota(self, conn: Connection, repo: str, requested_by: str, quota: Quota) -> None:
-        if self._dialect == "postgresql":  # SQLite: BEGIN IMMEDIATE already serialises
-            conn.execute(_QUOTA_LOCK, {"space": _QUOTA_LOCK_SPACE, "repo": repo})
-        scope = quota.spent(*self._quota_counts(conn, repo, quota.since, requested_by))
-        if scope is not None:
-            raise QuotaSpent(scope)
+            return count_runs(conn, repo, since, requested_by)
 
     def counts_by_state(self) -> dict[str, int]:
         """Runs per state, every state present (for metrics gauges)."""

@@ -115,6 +115,9 @@ runs = sa.Table(
     sa.Column("error_class", sa.String(100), nullable=True),
     sa.Column("tokens_total", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("cost_usd", sa.Float, nullable=False, server_default="0"),
+    # The estimate admitted against the budgets, held while the run is active
+    # (migration 0008; docs/architecture.md, "Money").
+    sa.Column("reserved_usd", sa.Float, nullable=False, server_default="0"),
     sa.CheckConstraint(_in("state", RUN_STATES), name="state"),
     # One active run per issue, enforced by the database (a partial unique
     # index; both SQLite and PostgreSQL support the WHERE clause).
@@ -262,4 +265,28 @@ github_pacing = sa.Table(
     sa.Column("minute_tokens", sa.Float, nullable=False),
     sa.Column("hour_tokens", sa.Float, nullable=False),
     sa.Column("tokens_at", UTCDateTime, nullable=False),  # when the buckets were counted
+)
+
+
+# The spend ledger (bot/store/ledger.py): one row per stored turn's model call,
+# written in save_turn's transaction, keyed like the turn so a resumed run never
+# counts a call twice. Not tied to runs by a foreign key: spend outlives pruning.
+spend = sa.Table(
+    "spend",
+    metadata,
+    sa.Column("run_id", sa.String(36), primary_key=True),
+    sa.Column("turn_id", sa.String(200), primary_key=True),
+    sa.Column("repo", sa.String(200), nullable=False),
+    sa.Column("installation_id", sa.BigInteger, nullable=True),
+    sa.Column("model", sa.String(200), nullable=False),
+    sa.Column("input_tokens", sa.Integer, nullable=False),  # total, cached included
+    sa.Column("cached_tokens", sa.Integer, nullable=False),
+    sa.Column("cache_write_tokens", sa.Integer, nullable=False),
+    sa.Column("output_tokens", sa.Integer, nullable=False),
+    sa.Column("cost_usd", sa.Float, nullable=False),
+    sa.Column("price_basis", sa.String(16), nullable=False),  # list | assumed | unknown
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Index("ix_spend_repo_created_at", "repo", "created_at"),
+    sa.Index("ix_spend_installation_created_at", "installation_id", "created_at"),
+    sa.Index("ix_spend_created_at", "created_at"),
 )

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from bot.debate.types import DropClass, Phase, Turn, TurnKey, TurnStatus, Usage
 from bot.errors import RunNotFound
 from bot.store.base import StoreBase
+from bot.store.ledger import record_spend
 from bot.store.rows import (
     RunControl,
     SavedTurn,
@@ -30,6 +31,7 @@ class TurnQueries(StoreBase):
         for free."""
         lock_run, insert, add_usage = self._turn_stmts
         usage = turn.usage
+        now = self._now()
         row = {
             "run_id": run_id,
             "turn_id": turn.key.id(),
@@ -47,7 +49,7 @@ class TurnQueries(StoreBase):
             "latency_ms": usage.latency_ms,
             "cost_usd": usage.cost_usd,
             "truncated": turn.truncated,
-            "created_at": self._now(),
+            "created_at": now,
         }
         with self._write("save_turn") as conn:
             # Lock the run row first: concurrent saves for one run then take
@@ -59,6 +61,7 @@ class TurnQueries(StoreBase):
             control = RunControl(locked[0], bool(locked[1]))
             if conn.execute(insert, row).first() is None:
                 return SavedTurn(False, control)
+            record_spend(conn, run_id, turn, now)
             conn.execute(
                 add_usage,
                 {

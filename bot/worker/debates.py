@@ -4,7 +4,6 @@ trigger, and the status, cancel, decide and help commands."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from bot.commands.parser import Command, usage_text
 from bot.config import RepoConfig
@@ -90,17 +89,9 @@ async def debate(
     r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
 ) -> str:
     if cmd.issue_ref is not None:
-        try:
-            issue: dict[str, Any] | None = await gh.get_issue(origin.repo, cmd.issue_ref)
-        except GitHubError as exc:
-            if exc.github_status != 404:
-                raise
-            issue = None
-        if issue is None:
-            await r.reply(gh, origin, f"Issue #{cmd.issue_ref} was not found in this repository.")
+        subject = await r.issue_ref_subject(gh, origin, cmd.issue_ref)
+        if subject is None:
             return "done"
-        text = f"{issue.get('title') or ''}\n\n{issue.get('body') or ''}".strip()
-        subject = subject_of(f"#{cmd.issue_ref}: {issue.get('title') or ''}", text)
         return await r.start(gh, origin, config, cmd, subject)
     if cmd.topic:
         return await _file_topic(r, gh, origin, config, cmd)
@@ -156,14 +147,16 @@ async def status(
     run = await db(store.active_run, origin.repo, origin.issue_number) or await db(
         store.latest_run, origin.repo, origin.issue_number
     )
+    spend = await r.spend_line(origin, config, gh.installation_id)
     if run is None:
-        await r.reply(gh, origin, "No debate has run on this issue yet.")
+        await r.reply(gh, origin, f"No debate has run on this issue yet.\n\n{spend}")
         return "done"
     turns = await db(store.load_turns, run.id)
     await r.reply(
         gh,
         origin,
-        f"Run `{run.id}` ({run.mode}) is **{run.state}**: {len(turns)} model turns so far.",
+        f"Run `{run.id}` ({run.mode}) is **{run.state}**: {len(turns)} model turns so far, "
+        f"${run.cost_usd:.4f}.\n\n{spend}",
     )
     return "done"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bot.debate.types import Outcome
 from bot.errors import BotError
@@ -12,6 +12,7 @@ from bot.github.gateway import InstallationClient
 from bot.github.sanitize import sanitize
 from bot.logs import get_logger
 from bot.store.rows import RunRow
+from bot.worker.budgets import with_ledger_cost
 from bot.worker.context import Services
 from bot.worker.publish import Publisher, file_issue_once
 from bot.worker.routes import FinishAction, Finished
@@ -35,6 +36,9 @@ class Finisher:
 
     async def finish(self, outcome: Outcome, usage: tuple[int, float], worker_id: str) -> None:
         tokens, cost = usage
+        # The audit's cost line from the ledger, naming prices assumed or unknown.
+        spent = await self.svc.db(self.svc.store.run_spend, self.run.id)
+        outcome = replace(outcome, body=with_ledger_cost(outcome.body, spent))
         if outcome.kind == "pending_decision":
             await self.publisher.upsert("status", outcome.body)
             await self.svc.db(

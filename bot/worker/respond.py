@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
-from typing import TypedDict
+from datetime import UTC, datetime
+from typing import Any, TypedDict
+
+import anyio
 
 from bot.aio import both
 from bot.commands.parser import Command, parse_command, usage_text
@@ -21,6 +23,7 @@ from bot.debate.types import ArbitrationContext, DebateSpec, Mode, RepoRef
 from bot.errors import (
     ActiveRun,
     ActiveRunExists,
+    AdmissionRefused,
     BotError,
     ConfigError,
     GitHubError,
@@ -31,8 +34,10 @@ from bot.errors import (
 from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
 from bot.repo.github import html_url
-from bot.store import Quota, RunRow
+from bot.runner.admission import Limits, Quota, quota_scope
+from bot.store import RunRow
 from bot.store.trigger import ArbitrationActions, Queued, ReviewedPlan, Trigger
+from bot.worker.budgets import budget_for, caps_for, quota_for, status_spend
 from bot.worker.context import Origin, Services, load_config
 from bot.worker.publish import Publisher, Thread
 from bot.worker.specs import Overrides, Subject, build_spec
@@ -144,6 +149,23 @@ class Responder:
         text = "\n\n".join(p for p in (origin.title, origin.body, extra) if p).strip()
         return subject_of(origin.title, text)
 
+    async def issue_ref_subject(
+        self, gh: InstallationClient, origin: Origin, number: int
+    ) -> Subject | None:
+        """Issue ``#number`` of this repository as a subject, or None after
+        saying it was not found."""
+        try:
+            issue: dict[str, Any] | None = await gh.get_issue(origin.repo, number)
+        except GitHubError as exc:
+            if exc.github_status != 404:
+                raise
+            issue = None
+        if issue is None:
+            await self.reply(gh, origin, f"Issue #{number} was not found in this repository.")
+            return None
+        text = f"{issue.get('title') or ''}\n\n{issue.get('body') or ''}".strip()
+        return subject_of(f"#{number}: {issue.get('title') or ''}", text)
+
     # -- permission and quotas ----------------------------------------------------
 
     async def allowed(
@@ -172,9 +194,7 @@ class Responder:
 
     @staticmethod
     def _quota(config: RepoConfig) -> Quota:
-        """The daily quotas: runs started here in the last day."""
-        since = datetime.now(UTC) - timedelta(days=1)
-        return Quota(since, config.quotas.per_repo_per_day, config.quotas.per_user_per_day)
+        return quota_for(config)
 
     async def _quota_used(self, origin: Origin, quota: Quota) -> tuple[int, int]:
         return await self.svc.db(
@@ -192,11 +212,18 @@ class Responder:
         that must not be done for nothing, as filing an issue; ``start`` counts
         again as it queues the run."""
         quota = self._quota(config)
-        scope = quota.spent(*await self._quota_used(origin, quota))
+        scope = quota_scope(quota, *await self._quota_used(origin, quota))
         if scope is None:
             return True
         await self.reply(gh, origin, QuotaSpent(scope).public)
         return False
+
+    async def spend_line(
+        self, origin: Origin, config: RepoConfig, installation_id: int | None
+    ) -> str:
+        """Month-to-date spend against the budgets, for `/debate status`."""
+        month = await self.svc.db(self.svc.store.month_spend, origin.repo, installation_id)
+        return status_spend(month, caps_for(self.svc.settings, config), datetime.now(UTC))
 
     # -- starting a run -----------------------------------------------------------
 
@@ -237,6 +264,11 @@ class Responder:
         except ConfigError as exc:
             await self.reply(gh, origin, exc.public)
             return "done"
+        # The budgets (and the estimate they need): off the event loop, the
+        # estimate walks the whole plan.
+        budget = await anyio.to_thread.run_sync(
+            budget_for, spec, caps_for(self.svc.settings, config), self.svc.router.prices
+        )
         trigger = Trigger(
             comment_id=origin.comment_id,
             review_comment=origin.review_comment,
@@ -263,12 +295,14 @@ class Responder:
                 trigger=replace(trigger, **(extras or {})),
                 requested_by=origin.sender,
                 run_id=run_id,
-                quota=None if link_from else self._quota(config),
+                # The quota was counted where the command was made (link_from).
+                limits=Limits(None if link_from else self._quota(config), budget),
             )
         except ActiveRunExists as exc:
             await self.already_running(gh, origin, exc.run)
             return "done"
-        except QuotaSpent as exc:
+        except AdmissionRefused as exc:  # a quota, a budget, an unknown price
+            log.info("run.refused", repo=origin.repo, issue=origin.issue_number, code=exc.code)
             await self.reply(gh, origin, exc.public)
             return "done"
         log.info("run.queued", run=run.id, repo=origin.repo, issue=origin.issue_number, mode=chosen)

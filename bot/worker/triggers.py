@@ -9,7 +9,7 @@ instead of debated.
 
 from __future__ import annotations
 
-from bot.worker import arbitration, debates, installations, reviews, schedules
+from bot.worker import arbitration, debates, installations, reviews, schedules, spending
 from bot.worker.routes import Router
 
 
@@ -20,5 +20,6 @@ def build_router() -> Router:
     debates.register(router)
     arbitration.register(router)
     installations.register(router)
+    spending.register(router)
     router.check_complete()
     return router

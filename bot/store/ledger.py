@@ -1,0 +1,300 @@
+"""The spend ledger (an aggregate of ``RunStore``) and admission's sums.
+
+Every stored turn's model call is one ledger row, written in ``save_turn``'s
+transaction and keyed like the turn, so a resumed run never counts a call
+twice. The ledger is the one source for the audit's cost line, budgets,
+``/debate status``, ``debate-bot spend`` and the spend metrics.
+
+Admission (``bot/runner/admission.py``) is a pure policy; this module holds
+what it needs from the database: the lock that makes two commands at once take
+turns (a per-installation and a per-repository advisory lock on PostgreSQL;
+SQLite's ``BEGIN IMMEDIATE`` serialises writers already) and the sums counted
+under it. An active run holds its estimate (``runs.reserved_usd``) against the
+budgets beyond what it has spent; once it ends only its ledger rows count: the
+reservation is settled to the real spend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from bot.debate.types import DebateSpec, Turn
+from bot.errors import AdmissionRefused
+from bot.runner.admission import Admitted, Limits, Used, decide, month_start
+from bot.store.base import StoreBase
+from bot.store.codec import spec_to_json
+from bot.store.schema import ACTIVE_RUN_STATES, runs, spend
+
+# Held to the end of create_run's transaction: one admission at a time per
+# repository (and per installation when its budget applies). The two-key form
+# has its own key spaces, apart from the migrate lock's.
+_ADMIT_LOCK = sa.text("SELECT pg_advisory_xact_lock(:space, hashtext(:key))")
+_REPO_LOCK_SPACE = 0x71756F74  # "quot"
+_INSTALLATION_LOCK_SPACE = 0x62756467  # "budg"
+
+SpendBy = Literal["repo", "installation", "model"]
+
+
+@dataclass(frozen=True)
+class RunSpend:
+    """A run's spend from the ledger, for its audit line."""
+
+    usd: float
+    calls: int
+    assumed: tuple[str, ...]  # models priced by DEBATE_BOT_UNKNOWN_PRICE
+    unknown: tuple[str, ...]  # models with no price (counted at 0)
+
+
+@dataclass(frozen=True)
+class MonthSpend:
+    """Spend since the month's start, and what active runs still hold."""
+
+    repo_usd: float
+    repo_held_usd: float
+    installation_usd: float
+    installation_held_usd: float
+
+
+@dataclass(frozen=True)
+class SpendLine:
+    """One row of ``debate-bot spend``."""
+
+    key: str
+    runs: int
+    calls: int
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    usd: float
+
+
+class LedgerQueries(StoreBase):
+    # -- reading ---------------------------------------------------------------
+
+    def run_spend(self, run_id: str) -> RunSpend:
+        s = spend.c
+        with self._read("run_spend") as conn:
+            usd, calls = conn.execute(
+                sa.select(sa.func.coalesce(sa.func.sum(s.cost_usd), 0.0), sa.func.count()).where(
+                    s.run_id == run_id
+                )
+            ).one()
+            rows = conn.execute(
+                sa.select(s.price_basis, s.model)
+                .where(s.run_id == run_id, s.price_basis != "list")
+                .distinct()
+            ).all()
+        assumed = tuple(sorted(m for b, m in rows if b == "assumed"))
+        unknown = tuple(sorted(m for b, m in rows if b == "unknown"))
+        return RunSpend(float(usd), int(calls), assumed, unknown)
+
+    def month_spend(self, repo: str, installation_id: int | None) -> MonthSpend:
+        """The repository's and its installation's spend this UTC month (by the
+        store's clock), and what their active runs still hold."""
+        since = month_start(self._now())
+        with self._read("month_spend") as conn:
+            repo_usd, repo_held = _month_sums(conn, runs.c.repo, repo, since)
+            inst_usd, inst_held = (
+                _month_sums(conn, runs.c.installation_id, installation_id, since)
+                if installation_id is not None
+                else (0.0, 0.0)
+            )
+        return MonthSpend(repo_usd, repo_held, inst_usd, inst_held)
+
+    def spend_report(self, since: datetime, until: datetime, by: SpendBy) -> list[SpendLine]:
+        """Spend in ``[since, until)`` grouped ``by`` repository, installation or
+        model, the largest first."""
+        s = spend.c
+        key: sa.ColumnElement[Any] = {
+            "repo": s.repo,
+            "installation": sa.cast(s.installation_id, sa.String),
+            "model": s.model,
+        }[by]
+        stmt = (
+            sa.select(
+                key,
+                sa.func.count(sa.distinct(s.run_id)),
+                sa.func.count(),
+                sa.func.sum(s.input_tokens),
+                sa.func.sum(s.cached_tokens),
+                sa.func.sum(s.output_tokens),
+                sa.func.sum(s.cost_usd),
+            )
+            .where(s.created_at >= since, s.created_at < until)
+            .group_by(key)
+        )
+        with self._read("spend_report") as conn:
+            rows = conn.execute(stmt).all()
+        lines = [
+            SpendLine(
+                str(k) if k is not None else "(none)",
+                int(n_runs),
+                int(calls),
+                int(inp or 0),
+                int(cached or 0),
+                int(out or 0),
+                float(usd or 0.0),
+            )
+            for k, n_runs, calls, inp, cached, out, usd in rows
+        ]
+        return sorted(lines, key=lambda line: (-line.usd, line.key))
+
+    def spend_totals(self) -> Iterator[tuple[int | None, str, str, float]]:
+        """All-time spend per (installation, repository, model): the metrics' counter."""
+        s = spend.c
+        stmt = sa.select(s.installation_id, s.repo, s.model, sa.func.sum(s.cost_usd)).group_by(
+            s.installation_id, s.repo, s.model
+        )
+        with self._read("spend_totals") as conn:
+            rows = conn.execute(stmt).all()
+        for installation, repo, model, usd in rows:
+            yield installation, repo, model, float(usd or 0.0)
+
+    def installation_month_spend(self) -> dict[int, float]:
+        """Each installation's spend this month and its active runs' holds: the
+        metrics' budget remaining."""
+        since = month_start(self._now())
+        s, r = spend.c, runs.c
+        with self._read("installation_month_spend") as conn:
+            spent = conn.execute(
+                sa.select(s.installation_id, sa.func.sum(s.cost_usd))
+                .where(s.created_at >= since, s.installation_id.is_not(None))
+                .group_by(s.installation_id)
+            ).all()
+            held = conn.execute(
+                sa.select(r.installation_id, sa.func.sum(_held()))
+                .where(r.state.in_(ACTIVE_RUN_STATES), r.installation_id.is_not(None))
+                .group_by(r.installation_id)
+            ).all()
+        totals: dict[int, float] = {}
+        for installation, usd in [*spent, *held]:
+            totals[int(installation)] = totals.get(int(installation), 0.0) + float(usd or 0.0)
+        return totals
+
+
+def _held() -> sa.ColumnElement[float]:
+    """What an active run holds beyond its spend so far."""
+    r = runs.c
+    return sa.case((r.reserved_usd > r.cost_usd, r.reserved_usd - r.cost_usd), else_=0.0)
+
+
+def _month_sums(
+    conn: Connection, run_column: sa.Column[Any], value: object, since: datetime
+) -> tuple[float, float]:
+    """(ledger spend since ``since``, active runs' holds) where ``run_column``
+    (repo or installation_id, named alike in both tables) is ``value``."""
+    spend_column = spend.c[run_column.name]
+    spent = conn.execute(
+        sa.select(sa.func.coalesce(sa.func.sum(spend.c.cost_usd), 0.0)).where(
+            spend_column == value, spend.c.created_at >= since
+        )
+    ).scalar_one()
+    held = conn.execute(
+        sa.select(sa.func.coalesce(sa.func.sum(_held()), 0.0)).where(
+            run_column == value, runs.c.state.in_(ACTIVE_RUN_STATES)
+        )
+    ).scalar_one()
+    return float(spent), float(held)
+
+
+def record_spend(conn: Connection, run_id: str, turn: Turn, at: datetime) -> None:
+    """The ledger row of a newly stored turn, in ``save_turn``'s transaction
+    (repository and installation read from the run in the same statement)."""
+    usage = turn.usage
+    if turn.status != "ok" and not (usage.input_tokens or usage.output_tokens):
+        return  # a dropped call: nothing was billed
+    values = {
+        "run_id": sa.literal(run_id),
+        "turn_id": sa.literal(turn.key.id()),
+        "repo": runs.c.repo,
+        "installation_id": runs.c.installation_id,
+        "model": sa.literal(turn.model),
+        "input_tokens": sa.literal(usage.input_tokens),
+        "cached_tokens": sa.literal(usage.cached_tokens),
+        "cache_write_tokens": sa.literal(usage.cache_write_tokens),
+        "output_tokens": sa.literal(usage.output_tokens),
+        "cost_usd": sa.literal(usage.cost_usd, sa.Float),
+        "price_basis": sa.literal(usage.price_basis),
+        "created_at": sa.literal(at, spend.c.created_at.type),
+    }
+    source = sa.select(*values.values()).where(runs.c.id == run_id)
+    conn.execute(
+        _insert(conn, spend)
+        .from_select(list(values), source)
+        .on_conflict_do_nothing(index_elements=[spend.c.run_id, spend.c.turn_id])
+    )
+
+
+def admit(
+    conn: Connection,
+    *,
+    now: datetime,
+    repo: str,
+    installation_id: int | None,
+    requested_by: str,
+    limits: Limits,
+) -> Admitted:
+    """Lock, count and run the policy; raise its refusal."""
+    budget = limits.budget
+    by_installation = (
+        budget is not None
+        and budget.installation_month_usd is not None
+        and installation_id is not None
+    )
+    if conn.dialect.name == "postgresql":
+        # Always installation before repository, so two admissions never deadlock.
+        if by_installation:
+            conn.execute(
+                _ADMIT_LOCK, {"space": _INSTALLATION_LOCK_SPACE, "key": str(installation_id)}
+            )
+        conn.execute(_ADMIT_LOCK, {"space": _REPO_LOCK_SPACE, "key": repo})
+    used = Used()
+    if limits.quota is not None:
+        total, own = count_runs(conn, repo, limits.quota.since, requested_by)
+        used = Used(repo_runs=total, user_runs=own)
+    if budget is not None and budget.capped:
+        since = month_start(now)
+        repo_usd = sum(_month_sums(conn, runs.c.repo, repo, since))
+        inst_usd = (
+            sum(_month_sums(conn, runs.c.installation_id, installation_id, since))
+            if by_installation
+            else 0.0
+        )
+        used = Used(used.repo_runs, used.user_runs, repo_usd, inst_usd)
+    decision = decide(limits, used, now)
+    if isinstance(decision, AdmissionRefused):
+        raise decision
+    return decision
+
+
+def admitted_values(spec: DebateSpec, admitted: Admitted) -> dict[str, Any]:
+    """The run's columns as admitted: its cap set on the spec (never raised
+    above one it already has) and its reservation."""
+    cap = admitted.cap_usd
+    if spec.max_cost_usd is not None:
+        cap = spec.max_cost_usd if cap is None else min(cap, spec.max_cost_usd)
+    return {
+        "spec": spec_to_json(replace(spec, max_cost_usd=cap)),
+        "reserved_usd": admitted.reserved_usd,
+    }
+
+
+def count_runs(conn: Connection, repo: str, since: datetime, requested_by: str) -> tuple[int, int]:
+    """Runs created at or after ``since`` in ``repo``: all of them, and those
+    ``requested_by`` asked for. One query for both quotas."""
+    r = runs.c
+    mine = sa.func.count().filter(r.requested_by == requested_by)
+    stmt = sa.select(sa.func.count(), mine).where(r.created_at >= since, r.repo == repo)
+    total, own = conn.execute(stmt).one()
+    return int(total), int(own)
+
+
+def _insert(conn: Connection, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
+    return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
