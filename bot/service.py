@@ -73,7 +73,9 @@ def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Ser
     gateway = GitHubGateway(settings, on_request=on_request, write_slots=store if shared else None)
     # Read at scrape time: per request it cost a loop over every installation.
     metrics.watch_rate_limits(lambda: gateway.rate_limits)
-    return Services(settings, store, gateway, ModelRouter(settings), metrics)
+    # The learned model limits too (bot/llm/gate.py).
+    router = ModelRouter(settings, shared_limits=store if shared else None)
+    return Services(settings, store, gateway, router, metrics)
 
 
 def _skip_missing_sniffio() -> None:

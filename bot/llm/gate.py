@@ -53,13 +53,15 @@ FIRST_OUTPUT_SHARE = 0.5
 OUTPUT_EWMA = 0.2
 
 
-@dataclass(frozen=True)
-class SharedLimit:
+class SharedLimit(Protocol):
     """An endpoint's limit as every process knows it (wall-clock times)."""
 
-    window: float
-    decreased_at: datetime | None
-    hold_until: datetime | None
+    @property
+    def window(self) -> float: ...
+    @property
+    def decreased_at(self) -> datetime | None: ...
+    @property
+    def hold_until(self) -> datetime | None: ...
 
 
 class SharedLimits(Protocol):

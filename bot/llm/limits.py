@@ -104,6 +104,10 @@ class Bucket:
         self.period_s = period_s
         self.level = capacity if capacity is not None else 0.0
         self.at = now
+        # The most the provider ever said was left: its bucket may hold less than
+        # a minute's worth (limits enforced over shorter periods), and an idle
+        # spell must not be taken for a full minute's burst.
+        self.peak: float | None = None
 
     @classmethod
     def ceiling(cls, per_minute: float | None, *, now: float = 0.0) -> Bucket:
@@ -118,18 +122,22 @@ class Bucket:
     def known(self) -> bool:
         return self.capacity is not None
 
+    def _full(self) -> float:
+        assert self.capacity is not None
+        return self.capacity if self.peak is None else min(self.capacity, self.peak)
+
     def level_at(self, now: float) -> float:
         if self.capacity is None:
             return math.inf
         refill = max(0.0, now - self.at) * self.capacity / self.period_s
-        return min(self.capacity, self.level + refill)
+        return min(self._full(), self.level + refill)
 
     def wait_for(self, amount: float, now: float) -> float:
         """Seconds until ``amount`` fits (0 now; an amount over the capacity
         waits only for a full bucket, or it would never go)."""
         if self.capacity is None or self.capacity <= 0:
             return 0.0
-        need = min(amount, self.capacity) - self.level_at(now)
+        need = min(amount, self._full()) - self.level_at(now)
         return max(0.0, need * self.period_s / self.capacity)
 
     def debit(self, amount: float, now: float) -> None:
@@ -144,6 +152,7 @@ class Bucket:
         if limit <= 0:
             return
         self.capacity, self.period_s = limit, MINUTE_S
+        self.peak = max(self.peak or 0.0, min(limit, remaining + 1))
         self.level = min(limit, remaining) - since
         self.at = now
 

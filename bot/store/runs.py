@@ -29,6 +29,7 @@ from bot.debate.types import DebateSpec, DropClass, Phase, Turn, TurnKey, TurnSt
 from bot.errors import ActiveRunExists, QuotaSpent, RunNotFound, StoreError
 from bot.store.codec import spec_from_json, spec_to_json, to_json
 from bot.store.engine import READ_ONLY, create_engine
+from bot.store.model_limits import ModelLimitQueries
 from bot.store.notify import notify_work
 from bot.store.pacing import PacingQueries
 from bot.store.rows import (
@@ -82,7 +83,7 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class RunStore(ScheduleQueries, PacingQueries):
+class RunStore(ScheduleQueries, PacingQueries, ModelLimitQueries):
     def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
         self._delivery_stmts: tuple[sa.Executable, sa.Executable] | None = None
         self._turn_stmts: tuple[sa.Executable, sa.Executable, sa.Executable] | None = None

@@ -245,3 +245,14 @@ github_pacing = sa.Table(
     sa.Column("hour_tokens", sa.Float, nullable=False),
     sa.Column("tokens_at", UTCDateTime, nullable=False),  # when the buckets were counted
 )
+
+# Model endpoints' learned limits, shared by every process (bot/store/model_limits.py).
+model_limits = sa.Table(
+    "model_limits",
+    metadata,
+    sa.Column("endpoint", sa.String(512), primary_key=True),  # "<provider> <base URL>"
+    sa.Column("concurrency", sa.Float, nullable=False),  # the window: calls in flight per process
+    sa.Column("decreased_at", UTCDateTime, nullable=True),  # the last back-off
+    sa.Column("hold_until", UTCDateTime, nullable=True),  # no call before (a 429)
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)

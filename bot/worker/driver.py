@@ -20,6 +20,7 @@ from bot.debate.render import render_rounds
 from bot.debate.types import Batch, DebateSpec, Outcome, Turn
 from bot.errors import BotError, Transient
 from bot.github.gateway import InstallationClient
+from bot.llm.fair import Share
 from bot.llm.router import ModelRouter
 from bot.logs import get_logger
 from bot.store import RunStore
@@ -128,8 +129,12 @@ class RunDriver:
             raise post_error
 
     async def _run_batch(self, batch: Batch, turns: list[Turn]) -> None:
+        # Whose calls these are: a busy endpoint serves installations fairly, and
+        # older runs first within one (bot/llm/fair.py).
+        share = Share(self.run.installation_id, self.run.id, self.run.created_at.timestamp())
+
         async def one(index: int) -> None:
-            turn = await self.router.complete(batch.requests[index])
+            turn = await self.router.complete(batch.requests[index], share)
             # Persist before anything else: a crash after this line never pays twice.
             # In a thread (off the event loop); a cancel still waits for the write.
             saved = await anyio.to_thread.run_sync(self.store.save_turn, self.run.id, turn)
