@@ -1,11 +1,12 @@
 """Fair shares of an endpoint's capacity: who waits for a model call goes next.
 
-Waiting calls are served round-robin across installations, in virtual time:
-each installation's next call is stamped one past the later of its own last
-stamp and the stamp last served, and the smallest stamp goes first. An
-installation with fifty runs waiting therefore gets one call in for every one
-of an installation with a single run, and one that was idle joins at the
-current time, with no credit saved up. Ties, and the order within an
+Waiting calls are served round-robin across installations, in virtual time
+(start-time fair queueing, one unit a call): each installation's next call is
+stamped with the later of the virtual time (the stamp last served) and the end
+of its own last call (its stamp plus one), and the smallest stamp goes first.
+An installation with fifty runs waiting therefore gets one call in for every
+one of an installation with a single run, and one that was idle joins at the
+current virtual time, with no credit saved up. Ties, and the order within an
 installation, go to the run that started first: a debate in progress finishes
 its rounds before newer debates' openings take its capacity, so results arrive
 steadily instead of all at the end.
@@ -59,8 +60,8 @@ class _Entry(Generic[T]):
 
 class FairQueue(Generic[T]):
     def __init__(self) -> None:
-        self._clock = 0  # the stamp last served
-        self._stamps: dict[int | None, int] = {}  # each installation's last stamp
+        self._clock = 0  # the virtual time: the stamp last served
+        self._ends: dict[int | None, int] = {}  # each installation's last stamp, plus one
         self._waiting: dict[int | None, list[_Entry[T]]] = {}
         self._seq = itertools.count()
         self._len = 0
@@ -91,14 +92,16 @@ class FairQueue(Generic[T]):
             return None
         return heap[0]
 
+    def _stamp(self, installation: int | None) -> int:
+        return max(self._clock, self._ends.get(installation, 0))
+
     def _next(self) -> tuple[int | None, _Entry[T]] | None:
         best: tuple[tuple[int, float, int], int | None, _Entry[T]] | None = None
         for installation in list(self._waiting):
             head = self._head(installation)
             if head is None:
                 continue
-            stamp = max(self._clock, self._stamps.get(installation, 0)) + 1
-            key = (stamp, head.since, head.seq)
+            key = (self._stamp(installation), head.since, head.seq)
             if best is None or key < best[0]:
                 best = (key, installation, head)
         return None if best is None else (best[1], best[2])
@@ -114,8 +117,8 @@ class FairQueue(Generic[T]):
         if found is None:
             return None
         installation, entry = found
-        stamp = max(self._clock, self._stamps.get(installation, 0)) + 1
-        self._clock = self._stamps[installation] = stamp
+        self._clock = self._stamp(installation)
+        self._ends[installation] = self._clock + 1
         heapq.heappop(self._waiting[installation])
         if not self._waiting[installation]:
             del self._waiting[installation]
@@ -124,6 +127,6 @@ class FairQueue(Generic[T]):
         if not self._waiting:
             # Nobody waits: stamps restart, so the dict does not grow with every
             # installation ever seen.
-            self._stamps.clear()
+            self._ends.clear()
             self._clock = 0
         return entry.item, entry.seq

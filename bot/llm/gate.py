@@ -20,6 +20,7 @@ window the others learned rather than from scratch.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -134,10 +135,13 @@ class EndpointGate:
         self._requests_sent = 0
         self._tokens_sent = 0.0
         self._observed = 0  # requests_sent of the call whose headers were read last
+        # Calls in flight, as (requests_sent, tokens), in send order.
+        self._open: list[tuple[int, float]] = []
         self._output: float | None = None
         self._shared = shared
         self._synced_at = -math.inf
         self._syncing = False
+        self._dirty = False  # a back-off or hold the others have not heard of
         self._loaded = False
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -201,6 +205,7 @@ class EndpointGate:
             bucket.debit(amount, now)
         self._requests_sent += 1
         self._tokens_sent += tokens
+        self._open.append((self._requests_sent, tokens))
         return Ticket(
             now,
             self._requests_sent,
@@ -239,8 +244,11 @@ class EndpointGate:
         """The call's answer (``status`` None: none came). Returns the wait a 429
         stated (see ``_hold``), 0 otherwise."""
         now = self._clock()
+        index = bisect.bisect_left(self._open, (ticket.requests_sent, -math.inf))
+        older = self._open[:index]
+        del self._open[index]
         if headers is not None:
-            self._observe(ticket, read_rate_headers(headers), now)
+            self._observe(ticket, read_rate_headers(headers), older, now)
         held = 0.0
         if status is not None and 200 <= status < 300:
             self.window.on_success(self.in_flight)
@@ -248,7 +256,7 @@ class EndpointGate:
         elif status in OVERLOAD_STATUSES:
             if self.window.on_overload(ticket.sent_at, now):
                 log.info("model.backoff", endpoint=self.name, window=round(self.window.limit, 1))
-                self._synced_at = -math.inf  # tell the others at once
+                self._dirty = True  # tell the others at once
             if status == 429:
                 held = self._hold(retry_after, headers, now)
         self.in_flight -= 1
@@ -263,17 +271,21 @@ class EndpointGate:
         else:
             self._output += OUTPUT_EWMA * (output_tokens - self._output)
 
-    def _observe(self, ticket: Ticket, rates: RateHeaders, now: float) -> None:
+    def _observe(
+        self, ticket: Ticket, rates: RateHeaders, older: list[tuple[int, float]], now: float
+    ) -> None:
         # Answers arrive out of order: only a figure newer than the last one read
-        # counts, less what was sent after the call that carried it.
+        # counts, less what was sent after the call that carried it, and less the
+        # calls sent before it still unanswered (they may have reached the
+        # provider after it, uncounted in its figure).
         if rates.empty or ticket.requests_sent <= self._observed:
             return
         self._observed = ticket.requests_sent
         if rates.requests is not None:
-            since = self._requests_sent - ticket.requests_sent
+            since = self._requests_sent - ticket.requests_sent + len(older)
             self.requests.observe(rates.requests.limit, rates.requests.remaining, since, now)
         if rates.tokens is not None:
-            since_tokens = self._tokens_sent - ticket.tokens_sent
+            since_tokens = self._tokens_sent - ticket.tokens_sent + sum(t for _, t in older)
             self.tokens.observe(rates.tokens.limit, rates.tokens.remaining, since_tokens, now)
 
     def _hold(
@@ -299,7 +311,7 @@ class EndpointGate:
             wait = max(0.0, stated)
         if now + wait > self.hold_until:
             self.hold_until = now + wait
-            self._synced_at = -math.inf
+            self._dirty = True
         return max(0.0, stated or 0.0)
 
     # -- sharing across processes ---------------------------------------------
@@ -315,14 +327,23 @@ class EndpointGate:
     def _maybe_sync(self) -> None:
         if self._shared is None or self._syncing:
             return
-        if self._clock() - self._synced_at < SYNC_S:
+        if not self._dirty and self._clock() - self._synced_at < SYNC_S:
             return
         self._syncing = True
         task = asyncio.get_running_loop().create_task(self._sync(self._shared))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def sync_now(self) -> None:
+        """Sync with the other processes now (after any sync under way)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks)
+        if self._shared is not None:
+            self._syncing = True
+            await self._sync(self._shared)
+
     async def _sync(self, shared: SharedLimits) -> None:
+        self._dirty = False  # what changes from here is told next time
         try:
             merged = await anyio.to_thread.run_sync(
                 shared.sync_model_limit,

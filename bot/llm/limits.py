@@ -35,6 +35,8 @@ from datetime import UTC, datetime
 MINUTE_S = 60.0
 # The window's multiplicative decrease on overload (see the module docstring).
 DECREASE = 0.7
+# An operator's per-minute ceiling: this share of it as the burst (Bucket.ceiling).
+CEILING_BURST = 0.1
 # The window grows only while it is in use: at least this share of it in flight.
 BUSY_SHARE = 0.5
 
@@ -111,16 +113,13 @@ class Bucket:
 
     @classmethod
     def ceiling(cls, per_minute: float | None, *, now: float = 0.0) -> Bucket:
-        """An operator's "at most N a minute": half as the burst and half as the
-        refill, so no window of a minute holds more than N (as GitHub write
-        pacing does, bot/store/pacing.py)."""
+        """An operator's "at most N a minute": a tenth of N as the burst and the
+        rest as the refill (0.9 N a minute), so no window of a minute holds more
+        than N while a steady load still gets 90% of it."""
         if per_minute is None:
             return cls(now=now)
-        return cls(per_minute / 2, period_s=MINUTE_S / 2, now=now)
-
-    @property
-    def known(self) -> bool:
-        return self.capacity is not None
+        burst = per_minute * CEILING_BURST
+        return cls(burst, period_s=MINUTE_S * burst / (per_minute - burst), now=now)
 
     def _full(self) -> float:
         assert self.capacity is not None
