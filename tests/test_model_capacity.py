@@ -20,7 +20,7 @@ from bot.llm.gate import EndpointGate
 from bot.llm.limits import Aimd, Bucket, parse_duration, read_rate_headers
 from bot.llm.router import ModelRouter
 from bot.store import RunStore
-from tests.fakes.model_server import Fault, FakeModelServer, RateLimit
+from tests.fakes.model_server import FakeModelServer, Fault, RateLimit
 
 PROMPT = Prompt(system="SYS|", prefix="PREFIX|", suffix="SUFFIX")
 MODELS = ("openai/gpt-4.1-mini", "anthropic/claude-sonnet-4-5")
