@@ -205,7 +205,7 @@ async def test_calls_beyond_the_providers_limit_wait_for_it_and_all_answer() -> 
                 *(router.complete(request(MODELS[0], f"P{i}")) for i in range(6))
             )
     assert all(t.status == "ok" for t in turns)
-    assert server.limiter is not None and server.limiter.admitted == 6
+    assert server.limiters["openai"].admitted == 6
 
 
 async def test_once_the_headers_are_known_calls_are_paced_before_a_429() -> None:
@@ -217,7 +217,7 @@ async def test_once_the_headers_are_known_calls_are_paced_before_a_429() -> None
                 *(router.complete(request(MODELS[0], f"P{i}")) for i in range(10))
             )
     assert all(t.status == "ok" for t in turns)
-    assert server.limiter is not None and server.limiter.refused == 0
+    assert server.limiters["openai"].refused == 0
 
 
 def test_rate_ceilings_must_name_a_provider() -> None:

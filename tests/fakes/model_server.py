@@ -27,8 +27,9 @@ body, empty content, or raw bytes and headers (e.g. a bad gzip body).
 
 A provider's rate limit (``rate_limit=RateLimit(...)``): requests and tokens a
 minute, 429 with ``retry-after`` beyond them, and the limits in every answer's
-headers (OpenAI ``x-ratelimit-*``, Anthropic ``anthropic-ratelimit-*``); the
-server's ``limiter`` counts what it admitted and refused.
+headers (OpenAI ``x-ratelimit-*``, Anthropic ``anthropic-ratelimit-*``), each
+API limited on its own; ``limiters[api]`` counts what it admitted and refused,
+and ``set_limit`` changes the limit of a running server (a tier change).
 
     with FakeModelServer(latency_s=0.05, openai_api_key="k") as server:
         ...  # OPENAI_BASE_URL=server.openai_base_url, ANTHROPIC_BASE_URL=server.url
@@ -212,7 +213,12 @@ class FakeModelServer:
         rate_limit: RateLimit | None = None,
     ) -> None:
         self.responder = responder
-        self.limiter = RateLimiter(rate_limit) if rate_limit is not None else None
+        # One limit per API, as each vendor limits its own accounts.
+        self.limiters: dict[Api, RateLimiter] = (
+            {api: RateLimiter(rate_limit) for api in ("openai", "anthropic")}
+            if rate_limit is not None
+            else {}
+        )
         self.latency_s = latency_s
         self.openai_api_key = openai_api_key  # None: no auth (as Ollama)
         self.anthropic_api_key = anthropic_api_key
@@ -399,8 +405,9 @@ class FakeModelServer:
             serial = self._counter
         record.fault = fault.kind if fault else None
         limit_headers: dict[str, str] = {}
-        if self.limiter is not None:
-            limit_headers, refusal = self.limiter.admit(api, len(tokens))
+        limiter = self.limiters.get(api)
+        if limiter is not None:
+            limit_headers, refusal = limiter.admit(api, len(tokens))
             if refusal is not None:
                 record.fault = "rate_limit"
                 response = _status_fault(api, 429, {**limit_headers, **refusal})
@@ -422,8 +429,8 @@ class FakeModelServer:
         text = "" if fault is not None and fault.kind == "empty" else self._respond(parsed)
         text, cut = _truncate(text, parsed.max_tokens or 1_000_000)
         output_tokens = len(tokenize(text))
-        if self.limiter is not None:
-            self.limiter.charge_output(output_tokens)
+        if limiter is not None:
+            limiter.charge_output(output_tokens)
         if api == "openai":
             cached = shared
             self._commit(scope, tokens)
@@ -589,14 +596,11 @@ class RateLimiter:
     headers in each API's spelling. Counts what it refused."""
 
     def __init__(self, limit: RateLimit) -> None:
-        self.config = limit
         self._lock = threading.Lock()
-        self.requests = (
-            _Bucket(limit.requests_per_minute, limit.burst_s) if limit.requests_per_minute else None
-        )
-        self.tokens = (
-            _Bucket(limit.tokens_per_minute, limit.burst_s) if limit.tokens_per_minute else None
-        )
+        self.config = limit
+        self.requests: _Bucket | None = None
+        self.tokens: _Bucket | None = None
+        self.set_limit(limit)
         self.admitted = 0
         self.refused = 0
         self.tokens_charged = 0
@@ -623,6 +627,19 @@ class RateLimiter:
             self.admitted += 1
             self.tokens_charged += input_tokens
             return self._headers(api), None
+
+    def set_limit(self, limit: RateLimit) -> None:
+        """New limits from now on (full buckets); the counts are kept."""
+        with self._lock:
+            self.config = limit
+            self.requests = (
+                _Bucket(limit.requests_per_minute, limit.burst_s)
+                if limit.requests_per_minute
+                else None
+            )
+            self.tokens = (
+                _Bucket(limit.tokens_per_minute, limit.burst_s) if limit.tokens_per_minute else None
+            )
 
     def charge_output(self, output_tokens: int) -> None:
         with self._lock:
