@@ -15,6 +15,7 @@ import pytest
 from bot.config import Settings
 from bot.debate.types import ModelRequest, Prompt, TurnKey
 from bot.errors import ConfigError
+from bot.github.pacing import WritePacer, writer_since
 from bot.llm.fair import CallInfo, FairQueue, Share, current_call
 from bot.llm.gate import EndpointGate
 from bot.llm.limits import Aimd, Bucket, parse_duration, read_rate_headers
@@ -388,3 +389,31 @@ async def test_a_429_in_one_process_holds_the_others(two_stores: tuple[RunStore,
     await third.sync_now()
     assert third.window.limit == pytest.approx(one.window.limit)
     assert third.hold_until == pytest.approx(one.hold_until, abs=1.0)
+
+
+# -- GitHub writes: the same oldest-run-first turn ---------------------------------
+
+
+async def test_an_installations_writes_wait_oldest_run_first() -> None:
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        await asyncio.sleep(0.01)
+        now[0] += seconds
+
+    pacer = WritePacer(1.0, clock=lambda: now[0], sleep=sleep)
+    order: list[str] = []
+
+    async def write(name: str, since: float | None) -> None:
+        writer_since.set(since)
+        await pacer.wait_turn()
+        order.append(name)
+
+    await write("first", None)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(write, "in the pacer", 50.0)  # takes the turn, waits its second
+        await asyncio.sleep(0.001)
+        tg.start_soon(write, "new debate", 300.0)
+        tg.start_soon(write, "acknowledgment", None)  # outside a run: counts as now
+        tg.start_soon(write, "debate in progress", 100.0)
+    assert order == ["first", "in the pacer", "debate in progress", "new debate", "acknowledgment"]

@@ -50,6 +50,9 @@ OVERLOAD_STATUSES = frozenset({429, 503, 529})
 # Output tokens a call is expected to use before any answer said (a share of its
 # cap: most answers stop well short of it).
 FIRST_OUTPUT_SHARE = 0.5
+# Calls sent this soon before another may reach the provider after it (separate
+# connections): its figures may not count them yet.
+REORDER_S = 0.25
 # Weight of the newest answer in the running mean of output tokens.
 OUTPUT_EWMA = 0.2
 
@@ -135,8 +138,8 @@ class EndpointGate:
         self._requests_sent = 0
         self._tokens_sent = 0.0
         self._observed = 0  # requests_sent of the call whose headers were read last
-        # Calls in flight, as (requests_sent, tokens), in send order.
-        self._open: list[tuple[int, float]] = []
+        # Calls in flight, as (requests_sent, tokens, sent_at), in send order.
+        self._open: list[tuple[int, float, float]] = []
         self._output: float | None = None
         self._shared = shared
         self._synced_at = -math.inf
@@ -205,7 +208,7 @@ class EndpointGate:
             bucket.debit(amount, now)
         self._requests_sent += 1
         self._tokens_sent += tokens
-        self._open.append((self._requests_sent, tokens))
+        self._open.append((self._requests_sent, tokens, now))
         return Ticket(
             now,
             self._requests_sent,
@@ -244,8 +247,13 @@ class EndpointGate:
         """The call's answer (``status`` None: none came). Returns the wait a 429
         stated (see ``_hold``), 0 otherwise."""
         now = self._clock()
-        index = bisect.bisect_left(self._open, (ticket.requests_sent, -math.inf))
-        older = self._open[:index]
+        index = bisect.bisect_left(self._open, (ticket.requests_sent, -math.inf, -math.inf))
+        # Calls sent just before this one may have reached the provider after it.
+        older = []
+        for call in reversed(self._open[:index]):
+            if call[2] < ticket.sent_at - REORDER_S:
+                break
+            older.append(call)
         del self._open[index]
         if headers is not None:
             self._observe(ticket, read_rate_headers(headers), older, now)
@@ -272,11 +280,11 @@ class EndpointGate:
             self._output += OUTPUT_EWMA * (output_tokens - self._output)
 
     def _observe(
-        self, ticket: Ticket, rates: RateHeaders, older: list[tuple[int, float]], now: float
+        self, ticket: Ticket, rates: RateHeaders, older: list[tuple[int, float, float]], now: float
     ) -> None:
         # Answers arrive out of order: only a figure newer than the last one read
         # counts, less what was sent after the call that carried it, and less the
-        # calls sent before it still unanswered (they may have reached the
+        # calls sent just before it still unanswered (they may have reached the
         # provider after it, uncounted in its figure).
         if rates.empty or ticket.requests_sent <= self._observed:
             return
@@ -285,7 +293,7 @@ class EndpointGate:
             since = self._requests_sent - ticket.requests_sent + len(older)
             self.requests.observe(rates.requests.limit, rates.requests.remaining, since, now)
         if rates.tokens is not None:
-            since_tokens = self._tokens_sent - ticket.tokens_sent + sum(t for _, t in older)
+            since_tokens = self._tokens_sent - ticket.tokens_sent + sum(t for _, t, _ in older)
             self.tokens.observe(rates.tokens.limit, rates.tokens.remaining, since_tokens, now)
 
     def _hold(

@@ -20,6 +20,7 @@ from bot.debate.render import render_rounds
 from bot.debate.types import Batch, DebateSpec, Outcome, Turn
 from bot.errors import BotError, Transient
 from bot.github.gateway import InstallationClient
+from bot.github.pacing import writer_since
 from bot.llm.fair import Share
 from bot.llm.router import ModelRouter
 from bot.logs import get_logger
@@ -78,6 +79,9 @@ class RunDriver:
     _control: RunControl | None = field(default=None, init=False)
 
     async def drive(self) -> Outcome:
+        # This run's posts wait for an installation's write turn by its age (the
+        # finisher's too: same task), as its model calls do (bot/llm/fair.py).
+        writer_since.set(self.run.created_at.timestamp())
         turns = await anyio.to_thread.run_sync(self.store.load_turns, self.run.id)
         while True:
             await self.check_alive(self._control)
