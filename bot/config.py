@@ -95,7 +95,7 @@ class Settings(BaseSettings):
     # The ceiling on model calls in flight per built-in provider. Below it the
     # window adapts (bot/llm/limits.py): it grows while calls succeed and backs
     # off on 429/529/503, and the providers' rate-limit headers pace the calls.
-    provider_max_concurrency: int = 256
+    provider_max_concurrency: int = 1024
 
     github_max_retry_wait_s: float = 60.0
     github_write_interval_s: float = 1.0  # pacing of content-creating calls per installation
@@ -128,7 +128,7 @@ class Settings(BaseSettings):
     # The adaptive window's start per endpoint, before any answer (slow start
     # doubles it every round trip up to the ceiling; with PostgreSQL a new process
     # starts from the window the others learned).
-    provider_initial_concurrency: PositiveInt = 64
+    provider_initial_concurrency: PositiveInt = 128
     # Operators' own per-minute ceilings per provider name, on top of what the
     # providers' headers say: {"openai": {"requests_per_minute": 500,
     # "tokens_per_minute": 200000}}. Per process.

@@ -160,10 +160,13 @@ async def test_retry_after_beyond_the_cap_moves_to_the_fallback_at_once(
         alone = await router.complete(request("openai/gpt-4o"))
     assert rescued.status == "ok" and rescued.model == "anthropic/claude-sonnet-4-5"
     assert alone.status == "dropped" and alone.drop_class == "rate_limited"
+    # A 429 holds the whole endpoint for its retry-after: the next call to it is
+    # dropped without being sent, as it could not wait that long either.
+    again = [] if fault.status == 429 else [("gpt-4o", fault.status)]
     assert [(r.model, r.status) for r in server.requests] == [
         ("gpt-4o", fault.status),
         ("claude-sonnet-4-5", 200),
-        ("gpt-4o", fault.status),
+        *again,
     ]
 
 

@@ -41,7 +41,7 @@ SYNC_S = 2.0
 # The window a fresh endpoint starts with, before any answer: generous (the
 # providers limit rates, not calls in flight, and pacing from their headers
 # starts with the first answer); slow start doubles it every round trip.
-INITIAL_WINDOW = 64
+INITIAL_WINDOW = 128
 # A 429 without retry-after or reset figures holds the endpoint this long,
 # doubling while they repeat (up to the retry policy's cap on one wait).
 FIRST_HOLD_S = 1.0
@@ -151,6 +151,10 @@ class EndpointGate:
     @property
     def waiting(self) -> int:
         return len(self._queue)
+
+    def held_for(self) -> float:
+        """Seconds the endpoint is still held after a 429 (0: not held)."""
+        return max(0.0, self.hold_until - self._clock())
 
     # -- admission -----------------------------------------------------------
 

@@ -204,6 +204,15 @@ async def _through_gate(
     waited = 0.0
     place: int | None = None
     while True:
+        held = gate.held_for()
+        if held > policy.rate_limit_wait_s - waited:
+            # The endpoint is held (a 429's retry-after) past what this call may
+            # still wait: drop it now, so its fallbacks run, rather than queue.
+            raise ModelError(
+                f"{label}: rate limited for {held:g}s more, over the "
+                f"{policy.rate_limit_wait_s:g}s cap",
+                drop_class="rate_limited",
+            )
         ticket = await gate.enter(place)
         try:
             response = await send()

@@ -34,6 +34,7 @@ from bot.pools import ShardedTransport
 log = get_logger(__name__)
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+KEPT_ALIVE = 512
 # Served by whatever OpenAI-compatible server OPENAI_BASE_URL points at.
 OPENAI_COMPATIBLE_ALIASES = ("ollama",)
 
@@ -61,7 +62,10 @@ class ModelRouter:
         # A provider's gate (bot/llm/gate.py) is held per HTTP attempt, not across
         # backoff waits; `provider_concurrency` sets its ceiling by name.
         limits = _provider_limits(settings)
-        in_flight = sum(limits.values())
+        # Connections kept alive: the ceilings' sum, up to KEPT_ALIVE (each shard
+        # of the transport costs a little at start; beyond it, calls still go,
+        # on connections opened for them).
+        in_flight = min(sum(limits.values()), KEPT_ALIVE)
         self._client = httpx.AsyncClient(
             transport=transport or ShardedTransport(in_flight),
             timeout=policy.timeout_s,
@@ -198,7 +202,7 @@ class ModelRouter:
         prompt = request.prompt
         token = current_call.set(
             CallInfo(
-                share or Share(),
+                share or Share(since=time.time()),  # outside a run: it started now
                 approx_tokens(prompt.system)
                 + approx_tokens(prompt.prefix)
                 + approx_tokens(prompt.suffix),
