@@ -31,9 +31,11 @@ requests (by arrival): refusals (target 0), the most in any 60 s (≤ 80) and
 debate has its own requester: the default quota lets a user start 10 a day in a
 repository.
 
-A worker admits N runs at once (`worker_concurrency`) and the provider N × 2
-calls (`provider_concurrency`): the limits are settings, and this measures what
-the processes do when they are not the bound.
+A worker admits N runs at once (`worker_concurrency`); model calls go through
+the default settings (issue 22): the adaptive window per provider (it starts at
+`provider_initial_concurrency` and grows while calls succeed), no fixed cap
+raised for the benchmark. CPU per debate: the run-carrying processes' CPU over
+the batch ÷ N (intake, driving, posting, the store).
 """
 
 from __future__ import annotations
@@ -95,6 +97,12 @@ class Measured:
     @property
     def growth_mb_per_run(self) -> float:
         return (self.peak_kb - self.baseline_kb) / 1024 / self.n
+
+    @property
+    def cpu_ms_per_run(self) -> float:
+        """CPU of the bot's processes (web and workers, or serve) per debate."""
+        bot = sum(v for k, v in self.cpu_s.items() if k != "fake GitHub")
+        return bot * 1000 / self.n
 
     @property
     def all_done(self) -> bool:
@@ -195,9 +203,6 @@ def bench_env(h: Harness, n: int) -> None:
     h.env.update(
         {
             "DEBATE_BOT_WORKER_CONCURRENCY": str(max(64, n)),
-            "DEBATE_BOT_PROVIDER_CONCURRENCY": json.dumps(
-                {"openai": max(16, 2 * n), "anthropic": max(16, 2 * n)}
-            ),
             "DEBATE_BOT_GITHUB_WRITE_INTERVAL_S": "1.0",  # the default pacing
             "DEBATE_BOT_LEASE_S": "60",
             "DEBATE_BOT_WORKER_POLL_S": "1.0",  # the default; wake-ups do the rest
@@ -344,6 +349,7 @@ def serve_part(models_url: str, sizes: Sequence[int], latency: float, timeout_s:
             [
                 *size_cells(m, wall1),
                 f"{m.cpu_s['serve'] / m.makespan_s:.0%}",
+                f"{m.cpu_ms_per_run:.0f}",
                 runs_text(m.states),
             ]
         )
@@ -352,6 +358,7 @@ def serve_part(models_url: str, sizes: Sequence[int], latency: float, timeout_s:
         [
             *SIZE_COLUMNS,
             "serve CPU",
+            "CPU/debate (ms)",
             "runs",
         ],
         rows,
@@ -399,6 +406,7 @@ def pg_part(models_url: str, n: int, latency: float, timeout_s: float) -> int:
             [
                 *size_cells(m, wall1),
                 *(f"{m.cpu_s.get(p, 0.0) / m.makespan_s:.0%}" for p in procs),
+                f"{m.cpu_ms_per_run:.0f}",
                 " / ".join(str(m.runs_by.get(w, 0)) for w in ("worker0", "worker1")),
                 runs_text(m.states),
             ]
@@ -409,6 +417,7 @@ def pg_part(models_url: str, n: int, latency: float, timeout_s: float) -> int:
         [
             *SIZE_COLUMNS,
             *(f"{p} CPU" for p in procs),
+            "CPU/debate (ms)",
             "runs w0 / w1",
             "runs",
         ],

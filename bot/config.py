@@ -38,6 +38,14 @@ class Endpoint(BaseModel):
     max_concurrency: int = Field(default=4, ge=1, le=64)
 
 
+class RateCeiling(BaseModel):
+    """An operator's per-minute ceilings for one model endpoint."""
+
+    model_config = ConfigDict(extra="forbid")
+    requests_per_minute: PositiveInt | None = None
+    tokens_per_minute: PositiveInt | None = None
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="DEBATE_BOT_", env_file=".env", extra="ignore", populate_by_name=True
@@ -84,7 +92,10 @@ class Settings(BaseSettings):
     model_timeout_s: float = 120.0
     model_max_retries: int = 3
     model_max_retry_wait_s: float = 30.0
-    provider_max_concurrency: int = 8
+    # The ceiling on model calls in flight per built-in provider. Below it the
+    # window adapts (bot/llm/limits.py): it grows while calls succeed and backs
+    # off on 429/529/503, and the providers' rate-limit headers pace the calls.
+    provider_max_concurrency: int = 1024
 
     github_max_retry_wait_s: float = 60.0
     github_write_interval_s: float = 1.0  # pacing of content-creating calls per installation
@@ -107,12 +118,25 @@ class Settings(BaseSettings):
     database_pool_size: PositiveInt = 20
     # Deliveries processed at once per worker (each holds its payload, up to 25 MB).
     intake_concurrency: int = 16
-    # Calls in flight per provider name (built-in or endpoint), overriding
+    # Ceiling on calls in flight per provider name (built-in or endpoint), overriding
     # provider_max_concurrency / the endpoint's max_concurrency: {"openai": 32}.
     provider_concurrency: dict[str, PositiveInt] = Field(default_factory=dict)
     # Calls in flight per model reference, on top of its provider's limit:
     # {"anthropic/claude-opus-4-1": 4}. Unlisted models share only the provider's.
     model_concurrency: dict[str, PositiveInt] = Field(default_factory=dict)
+    # -- model capacity (bot/llm/gate.py) --
+    # The adaptive window's start per endpoint, before any answer (slow start
+    # doubles it every round trip up to the ceiling; with PostgreSQL a new process
+    # starts from the window the others learned).
+    provider_initial_concurrency: PositiveInt = 128
+    # Operators' own per-minute ceilings per provider name, on top of what the
+    # providers' headers say: {"openai": {"requests_per_minute": 500,
+    # "tokens_per_minute": 200000}}. Per process.
+    model_rate_limits: dict[str, RateCeiling] = Field(default_factory=dict)
+    # A call waits out 429s that state a wait (retry-after) for this long in all
+    # before it is dropped as rate_limited; it is not a failed attempt.
+    model_rate_limit_wait_s: float = Field(default=300.0, ge=0)
+
     # SIGTERM: stop claiming, let in-flight model calls finish for this long, store
     # their turns, hand the runs back. The Helm chart's terminationGracePeriodSeconds
     # must exceed it.

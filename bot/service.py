@@ -79,7 +79,9 @@ def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Ser
         archive_max_mb=settings.repo_archive_max_mb,
         timeout_s=settings.repo_fetch_timeout_s,
     )
-    return Services(settings, store, gateway, ModelRouter(settings), metrics, repos=repos)
+    # The learned model limits too (bot/llm/gate.py).
+    router = ModelRouter(settings, shared_limits=store if shared else None)
+    return Services(settings, store, gateway, router, metrics, repos=repos)
 
 
 def _skip_missing_sniffio() -> None:

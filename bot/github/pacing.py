@@ -16,8 +16,13 @@ moves that next slot back if nobody holds it yet; otherwise it reserves again.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
+import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from datetime import datetime
+from types import TracebackType
 from typing import Protocol
 
 # Added to a non-zero interval: a write is sent a little after its slot (a busy
@@ -47,6 +52,56 @@ class SharedSlots(Protocol):
         ...
 
 
+# When the run a write belongs to started (epoch seconds), set by the run's driver.
+# Writes waiting for one installation's turn go oldest run first, so debates in
+# progress post their rounds before newer ones take the slots (issue 22's fair
+# shares); a write outside a run (an acknowledgment) counts as starting now.
+writer_since: ContextVar[float | None] = ContextVar("writer_since", default=None)
+
+
+class _OldestFirst:
+    """A lock whose waiters enter oldest run first (``writer_since``), then in
+    arrival order: asyncio.Lock's FIFO would queue a debate's later rounds behind
+    every newer debate's first posts."""
+
+    def __init__(self) -> None:
+        self._held = False
+        self._waiting: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    async def __aenter__(self) -> None:
+        if not self._held and not self._waiting:
+            self._held = True
+            return
+        since = writer_since.get()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(
+            self._waiting, (time.time() if since is None else since, next(self._seq), future)
+        )
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self._release()  # handed the lock as it was cancelled: pass it on
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        while self._waiting:
+            _, _, future = heapq.heappop(self._waiting)
+            if not future.done():
+                future.set_result(None)  # held passes straight to it
+                return
+        self._held = False
+
+
 def spacing(interval_s: float) -> float:
     """The spacing the pacer keeps for a configured interval."""
     return interval_s + JITTER_MARGIN_S if interval_s > 0 else 0.0
@@ -67,7 +122,7 @@ class WritePacer:
         self._on_late = on_late
         self._clock = clock
         self._sleep = sleep
-        self._lock = asyncio.Lock()
+        self._lock = _OldestFirst()
         self._next_at: float | None = None
 
     async def wait_turn(self) -> float:

@@ -1,9 +1,8 @@
-"""What every HTTP provider shares: its endpoint, client, retry policy, slots,
-and one timed, retried JSON POST."""
+"""What every HTTP provider shares: its endpoint, client, retry policy, its gate
+(bot/llm/gate.py: capacity, pacing and fair turns), and one timed, retried JSON POST."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -11,6 +10,7 @@ import httpx
 
 from bot.errors import ModelError, ToolsUnsupported
 from bot.llm.base import names_tools
+from bot.llm.gate import EndpointGate
 from bot.llm.retry import RetryPolicy, post_json
 
 
@@ -20,7 +20,9 @@ def count(value: object) -> int:
 
 
 class HttpProvider:
-    """One endpoint; its semaphore bounds the requests in flight to it."""
+    """One endpoint; its gate admits the requests to it. ``max_concurrency`` is
+    the gate's ceiling; the router may replace the gate with one configured from
+    the settings (``gate`` is public for that)."""
 
     def __init__(
         self,
@@ -36,8 +38,8 @@ class HttpProvider:
         self._api_key = api_key
         self._client = client
         self._policy = policy
-        self._slots = asyncio.Semaphore(max_concurrency)
         self._name = name
+        self.gate = EndpointGate(name, ceiling=max_concurrency)
 
     async def _post(
         self, model: str, body: dict[str, Any], headers: dict[str, str]
@@ -51,7 +53,7 @@ class HttpProvider:
             headers={"content-type": "application/json", **headers},
             body=body,
             policy=self._policy,
-            slots=self._slots,
+            gate=self.gate,
             label=label,
             secrets=(self._api_key,) if self._api_key else (),
         )

@@ -1,12 +1,19 @@
-"""One JSON POST to a model API with bounded retries, timeouts and a concurrency slot.
+"""One JSON POST to a model API with bounded retries, timeouts and a fair turn at the gate.
 
 Shared by the OpenAI-compatible and Anthropic providers. Status codes are mapped
 to stable drop classes here, once:
 
-- 429 → retried, then ``rate_limited``; 408, timeouts → retried, then ``timeout``
-- 5xx (and 529 "overloaded") → retried, then ``provider_error``
-- a 429/5xx whose Retry-After exceeds the wait cap → not retried, ``rate_limited``
-  (waiting less than asked only earns another refusal; a fallback model may answer)
+- 429 that states a wait (``Retry-After`` above 0, or a reset in the rate-limit
+  headers of a limit they show exhausted) → waited out, not counted as a failed
+  attempt: the endpoint's gate (bot/llm/gate.py) holds every call for that long,
+  and the call goes again in its old place in line; after ``rate_limit_wait_s``
+  of such waits in all, or one wait longer than that, → ``rate_limited`` (a
+  fallback model may answer). A 429 stating no wait → retried as a failed
+  attempt (the gate holds the endpoint for a short, doubling backoff), then
+  ``rate_limited``
+- 408, timeouts → retried, then ``timeout``
+- 5xx (and 529 "overloaded") → retried, then ``provider_error``; a Retry-After
+  beyond the wait cap → not retried, ``rate_limited``
 - connection failures → retried, then ``unavailable``; other transport errors →
   retried, then ``provider_error``
 - any other httpx error (a body that cannot be decoded, too many redirects) →
@@ -20,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -39,6 +46,7 @@ from tenacity.wait import wait_base
 
 from bot.config import Settings
 from bot.errors import ModelError, TransientModelError
+from bot.llm.gate import OVERLOAD_STATUSES, EndpointGate
 from bot.logs import get_logger
 from bot.redact import redact_known as redact
 
@@ -53,6 +61,8 @@ class RetryPolicy:
     max_wait_s: float = 30.0  # cap on any single wait, Retry-After included
     timeout_s: float = 120.0  # per attempt, connect to last byte
     initial_backoff_s: float = 0.5
+    # Waiting out 429s, in all, before the call is dropped as rate limited.
+    rate_limit_wait_s: float = 300.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RetryPolicy:
@@ -60,6 +70,7 @@ class RetryPolicy:
             max_retries=max(0, settings.model_max_retries),
             max_wait_s=max(0.0, settings.model_max_retry_wait_s),
             timeout_s=settings.model_timeout_s,
+            rate_limit_wait_s=max(0.0, settings.model_rate_limit_wait_s),
         )
 
 
@@ -145,6 +156,100 @@ def _raise_for_status(response: httpx.Response, label: str, secrets: tuple[str, 
     raise ModelError(message, drop_class="provider_error")
 
 
+async def _send(
+    client: httpx.AsyncClient,
+    url: str,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    policy: RetryPolicy,
+    label: str,
+) -> httpx.Response:
+    """One HTTP attempt, its failures mapped to model errors."""
+    timeout = httpx.Timeout(policy.timeout_s, connect=min(10.0, policy.timeout_s))
+    try:
+        # httpx's timeout is per read; this bounds the whole attempt.
+        async with asyncio.timeout(policy.timeout_s):
+            return await client.post(url, json=body, headers=headers, timeout=timeout)
+    except (TimeoutError, httpx.TimeoutException) as exc:
+        raise TransientModelError(
+            f"{label}: no answer within {policy.timeout_s:g}s", drop_class="timeout"
+        ) from exc
+    except httpx.ConnectError as exc:
+        raise TransientModelError(
+            f"{label}: cannot connect ({type(exc).__name__})", drop_class="unavailable"
+        ) from exc
+    except httpx.TransportError as exc:
+        raise TransientModelError(
+            f"{label}: connection failed ({type(exc).__name__})", drop_class="provider_error"
+        ) from exc
+    except httpx.HTTPError as exc:
+        # E.g. DecodingError: a proxy's bad gzip. The answer is lost but the
+        # router must still get a ModelError, so fallbacks run.
+        raise ModelError(
+            f"{label}: unreadable response ({type(exc).__name__})", drop_class="provider_error"
+        ) from exc
+    except httpx.InvalidURL as exc:
+        raise ModelError(f"{label}: the endpoint URL is invalid", drop_class="unavailable") from exc
+
+
+async def _through_gate(
+    gate: EndpointGate,
+    send: Callable[[], Awaitable[httpx.Response]],
+    policy: RetryPolicy,
+    label: str,
+) -> httpx.Response:
+    """Send when the gate lets the call through; a 429 is waited out (the gate
+    holds the endpoint), up to ``rate_limit_wait_s`` in all. The gate is held per
+    HTTP attempt, not across waits."""
+    waited = 0.0
+    place: int | None = None
+    while True:
+        held = gate.held_for()
+        if held > policy.rate_limit_wait_s - waited:
+            # The endpoint is held (a 429's retry-after) past what this call may
+            # still wait: drop it now, so its fallbacks run, rather than queue.
+            raise ModelError(
+                f"{label}: rate limited for {held:g}s more, over the "
+                f"{policy.rate_limit_wait_s:g}s cap",
+                drop_class="rate_limited",
+            )
+        ticket = await gate.enter(place)
+        try:
+            response = await send()
+        except BaseException:
+            gate.leave(ticket)
+            raise
+        retry_after = (
+            parse_retry_after(response.headers)
+            if response.status_code in OVERLOAD_STATUSES
+            else None
+        )
+        held = gate.leave(ticket, response.status_code, response.headers, retry_after)
+        if response.status_code != 429 or held <= 0:
+            # Not a stated wait: a refusal that says nothing counts as a failed attempt.
+            return response
+        if waited + held > policy.rate_limit_wait_s:
+            log.warning(
+                "model call rate limited beyond the wait cap",
+                call=label,
+                waited_s=round(waited, 3),
+                retry_after_s=round(held, 3),
+                max_wait_s=policy.rate_limit_wait_s,
+            )
+            # The last refusal as the error (a ModelError: not retried again).
+            try:
+                _raise_for_status(response, label, ())
+            except TransientModelError as exc:
+                raise ModelError(
+                    f"{exc} (rate limited for {waited + held:g}s, over the "
+                    f"{policy.rate_limit_wait_s:g}s cap)",
+                    drop_class="rate_limited",
+                ) from exc
+        log.info("model.rate_limited", call=label, wait_s=round(held, 3))
+        waited += held
+        place = ticket.place
+
+
 async def post_json(
     client: httpx.AsyncClient,
     url: str,
@@ -152,7 +257,7 @@ async def post_json(
     headers: Mapping[str, str],
     body: Mapping[str, Any],
     policy: RetryPolicy,
-    slots: asyncio.Semaphore,
+    gate: EndpointGate,
     label: str,
     secrets: tuple[str, ...] = (),
 ) -> dict[str, Any]:
@@ -161,44 +266,16 @@ async def post_json(
     ``label`` names the call in errors and logs (never a key); ``secrets`` are
     scrubbed from any error text taken from the response.
     """
-    timeout = httpx.Timeout(policy.timeout_s, connect=min(10.0, policy.timeout_s))
 
     async def attempt() -> dict[str, Any]:
-        # The slot is held per attempt, not across backoff waits.
-        async with slots:
-            try:
-                # httpx's timeout is per read; this bounds the whole attempt.
-                async with asyncio.timeout(policy.timeout_s):
-                    response = await client.post(url, json=body, headers=headers, timeout=timeout)
-            except (TimeoutError, httpx.TimeoutException) as exc:
-                raise TransientModelError(
-                    f"{label}: no answer within {policy.timeout_s:g}s", drop_class="timeout"
-                ) from exc
-            except httpx.ConnectError as exc:
-                raise TransientModelError(
-                    f"{label}: cannot connect ({type(exc).__name__})", drop_class="unavailable"
-                ) from exc
-            except httpx.TransportError as exc:
-                raise TransientModelError(
-                    f"{label}: connection failed ({type(exc).__name__})",
-                    drop_class="provider_error",
-                ) from exc
-            except httpx.HTTPError as exc:
-                # E.g. DecodingError: a proxy's bad gzip. The answer is lost but the
-                # router must still get a ModelError, so fallbacks run.
-                raise ModelError(
-                    f"{label}: unreadable response ({type(exc).__name__})",
-                    drop_class="provider_error",
-                ) from exc
-            except httpx.InvalidURL as exc:
-                raise ModelError(
-                    f"{label}: the endpoint URL is invalid", drop_class="unavailable"
-                ) from exc
+        response = await _through_gate(
+            gate, lambda: _send(client, url, headers, body, policy, label), policy, label
+        )
         try:
             _raise_for_status(response, label, secrets)
         except TransientModelError as exc:
             if exc.retry_after is not None and exc.retry_after > policy.max_wait_s:
-                # Retrying sooner than asked just draws more 429s and burns the
+                # Retrying sooner than asked just draws more refusals and burns the
                 # attempts; give up on this model so the router tries the next one.
                 log.warning(
                     "model call not retried: server asks for a longer wait",
@@ -222,6 +299,9 @@ async def post_json(
             raise ModelError(
                 f"{label}: response is not a JSON object", drop_class="unusable_output"
             )
+        output = _output_tokens(data)
+        if output is not None:
+            gate.learn_output(output)
         return data
 
     def before_sleep(state: RetryCallState) -> None:
@@ -241,6 +321,15 @@ async def post_json(
     )
     result: dict[str, Any] = await retrying(attempt)
     return result
+
+
+def _output_tokens(data: Mapping[str, Any]) -> int | None:
+    """The answer's output tokens in either API's usage block."""
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    value = usage.get("completion_tokens", usage.get("output_tokens"))
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 @functools.cache

@@ -21,7 +21,10 @@ from bot.config import Endpoint, Settings
 from bot.debate.types import DropClass, ModelRequest, Turn, Usage
 from bot.errors import ConfigError, ModelError
 from bot.llm.anthropic import AnthropicProvider
-from bot.llm.base import DROP_CLASSES, Provider, Route, ToolProvider
+from bot.llm.base import DROP_CLASSES, Provider, Route, ToolProvider, approx_tokens
+from bot.llm.fair import CallInfo, Share, current_call
+from bot.llm.gate import EndpointGate, SharedLimits
+from bot.llm.http import HttpProvider
 from bot.llm.openai import OpenAIProvider
 from bot.llm.pricing import load_price_book
 from bot.llm.retry import RetryPolicy
@@ -32,6 +35,7 @@ from bot.pools import ShardedTransport
 log = get_logger(__name__)
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+KEPT_ALIVE = 512
 # Served by whatever OpenAI-compatible server OPENAI_BASE_URL points at.
 OPENAI_COMPATIBLE_ALIASES = ("ollama",)
 
@@ -43,6 +47,7 @@ class ModelRouter:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         scripted_responder: ReplyScript | None = None,
+        shared_limits: SharedLimits | None = None,
     ) -> None:
         for name in settings.endpoints:
             if not name or "/" in name:
@@ -55,12 +60,15 @@ class ModelRouter:
         # Every call is priced here, by the deployment's book, whatever the provider.
         self.prices = load_price_book(settings.prices_file, settings.unknown_price)
         # One client for every provider; timeouts are per request. The providers'
-        # limits bound the calls in flight, not httpx's default pool of 100
+        # gates bound the calls in flight, not httpx's default pool of 100
         # connections (a hundred runs of two personas would queue behind it).
-        # A provider's limit lives in the provider (held per HTTP attempt, not across
-        # backoff waits); `provider_concurrency` tunes it by name.
+        # A provider's gate (bot/llm/gate.py) is held per HTTP attempt, not across
+        # backoff waits; `provider_concurrency` sets its ceiling by name.
         limits = _provider_limits(settings)
-        in_flight = sum(limits.values())
+        # Connections kept alive: the ceilings' sum, up to KEPT_ALIVE (each shard
+        # of the transport costs a little at start; beyond it, calls still go,
+        # on connections opened for them).
+        in_flight = min(sum(limits.values()), KEPT_ALIVE)
         self._client = httpx.AsyncClient(
             transport=transport or ShardedTransport(in_flight),
             timeout=policy.timeout_s,
@@ -103,12 +111,51 @@ class ModelRouter:
             self._providers[name] = self._endpoint_provider(name, endpoint, policy)
             available.add(name)
         self._available = frozenset(available)
+        self._configure_gates(settings, limits, policy, shared_limits)
         # Resolved now: a typo'd model limit would silently limit nothing.
         self._model_limits = {
             "/".join(self.resolve(ref)): n for ref, n in settings.model_concurrency.items()
         }
         # One limiter per limited model, made on first use (inside the event loop).
         self._model_limiters: dict[str, anyio.CapacityLimiter] = {}
+
+    def _configure_gates(
+        self,
+        settings: Settings,
+        limits: dict[str, int],
+        policy: RetryPolicy,
+        shared: SharedLimits | None,
+    ) -> None:
+        """One gate per HTTP endpoint (the aliases share OpenAI's), with the
+        settings' ceilings; shared across processes under ``<name> <base URL>``."""
+        for name in settings.model_rate_limits:
+            if name not in self._providers:
+                known = ", ".join(sorted(self._providers))
+                raise ConfigError(
+                    f"model_rate_limits names unknown provider {name!r} (known: {known})"
+                )
+        urls = {"openai": settings.openai_base_url, "anthropic": settings.anthropic_base_url}
+        urls.update({name: e.base_url for name, e in settings.endpoints.items()})
+        for name, url in urls.items():
+            provider = self._providers[name]
+            if not isinstance(provider, HttpProvider):
+                continue
+            ceiling = settings.model_rate_limits.get(name)
+            provider.gate = EndpointGate(
+                name,
+                key=f"{name} {url.rstrip('/')}",
+                ceiling=limits[name],
+                initial=settings.provider_initial_concurrency,
+                requests_per_minute=ceiling.requests_per_minute if ceiling else None,
+                tokens_per_minute=ceiling.tokens_per_minute if ceiling else None,
+                max_hold_s=max(1.0, policy.max_wait_s),
+                shared=shared,
+            )
+
+    def gate(self, provider: str) -> EndpointGate | None:
+        """The gate of a provider name (None: not an HTTP endpoint)."""
+        found = self._providers.get(provider)
+        return found.gate if isinstance(found, HttpProvider) else None
 
     def _endpoint_provider(self, name: str, endpoint: Endpoint, policy: RetryPolicy) -> Provider:
         key = _secret(endpoint.api_key)
@@ -161,9 +208,28 @@ class ModelRouter:
         provider = cast(ToolProvider, self._providers[provider_name])
         return Route(ref, model, provider, lambda: self._model_slot(f"{provider_name}/{model}"))
 
-    async def complete(self, request: ModelRequest) -> Turn:
+    async def complete(self, request: ModelRequest, share: Share | None = None) -> Turn:
         """Try ``request.models`` in order; an ok Turn from the first that answers,
-        else a dropped Turn with the last failure's class. Never raises for model failures."""
+        else a dropped Turn with the last failure's class. Never raises for model failures.
+
+        ``share`` says whose call it is (installation, run), for the fair turns
+        waiting calls get at a busy endpoint (bot/llm/fair.py)."""
+        prompt = request.prompt
+        token = current_call.set(
+            CallInfo(
+                share or Share(since=time.time()),  # outside a run: it started now
+                approx_tokens(prompt.system)
+                + approx_tokens(prompt.prefix)
+                + approx_tokens(prompt.suffix),
+                request.max_output_tokens,
+            )
+        )
+        try:
+            return await self._complete(request)
+        finally:
+            current_call.reset(token)
+
+    async def _complete(self, request: ModelRequest) -> Turn:
         started = time.monotonic()
         last_class: DropClass = "unavailable"
         last_ref = request.models[-1] if request.models else ""
@@ -258,7 +324,7 @@ class ModelRouter:
 
 
 def _provider_limits(settings: Settings) -> dict[str, int]:
-    """Calls in flight allowed per provider (built-ins and named endpoints)."""
+    """The ceiling on calls in flight per provider (built-ins and named endpoints)."""
     limit = max(1, settings.provider_max_concurrency)
     limits = {"openai": limit, "anthropic": limit}
     limits.update({name: e.max_concurrency for name, e in settings.endpoints.items()})

@@ -24,6 +24,8 @@ from bot.store.comments import CommentQueries
 from bot.store.deliveries import DeliveryQueries
 from bot.store.engine import create_engine
 from bot.store.installations import InstallationQueries
+from bot.store.ledger import LedgerQueries
+from bot.store.model_limits import ModelLimitQueries
 from bot.store.pacing import PacingQueries
 from bot.store.redeliveries import RedeliveryQueries
 from bot.store.runs import RunQueries
@@ -46,6 +48,8 @@ class RunStore(
     ScheduleQueries,
     PacingQueries,
     StepQueries,
+    ModelLimitQueries,
+    LedgerQueries,
 ):
     @classmethod
     def from_url(cls, url: str, *, clock: Clock | None = None, **engine_kwargs: Any) -> RunStore:

@@ -290,3 +290,15 @@ spend = sa.Table(
     sa.Index("ix_spend_installation_created_at", "installation_id", "created_at"),
     sa.Index("ix_spend_created_at", "created_at"),
 )
+
+
+# Model endpoints' learned limits, shared by every process (bot/store/model_limits.py).
+model_limits = sa.Table(
+    "model_limits",
+    metadata,
+    sa.Column("endpoint", sa.String(512), primary_key=True),  # "<provider> <base URL>"
+    sa.Column("concurrency", sa.Float, nullable=False),  # the window: calls in flight per process
+    sa.Column("decreased_at", UTCDateTime, nullable=True),  # the last back-off
+    sa.Column("hold_until", UTCDateTime, nullable=True),  # no call before (a 429)
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)

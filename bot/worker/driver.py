@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 import anyio
 
 from bot.debate.render import render_rounds
-from bot.debate.types import Batch, DebateSpec, Outcome, Turn
+from bot.debate.types import Batch, DebateSpec, ModelRequest, Outcome, Turn
 from bot.github.gateway import InstallationClient
+from bot.github.pacing import writer_since
+from bot.llm.fair import Share
+from bot.llm.router import ModelRouter
 from bot.logs import get_logger
 from bot.runner import Completer, execute
 from bot.store import RunStore
@@ -54,6 +57,22 @@ def digest_number(pairs: list[tuple[int, int]], pair: tuple[int, int]) -> int:
     return pairs.index(pair) + 1
 
 
+@dataclass(frozen=True)
+class RunCalls:
+    """A run's model calls, each saying whose it is: a busy endpoint serves
+    installations fairly, and older runs first within one (bot/llm/fair.py)."""
+
+    router: ModelRouter
+    share: Share
+
+    @classmethod
+    def of(cls, router: ModelRouter, run: RunRow) -> RunCalls:
+        return cls(router, Share(run.installation_id, run.id, run.created_at.timestamp()))
+
+    async def complete(self, request: ModelRequest) -> Turn:
+        return await self.router.complete(request, self.share)
+
+
 @dataclass
 class RunDriver:
     """The worker's hooks of ``bot.runner.execute``: store each turn first, check
@@ -80,6 +99,9 @@ class RunDriver:
     _saved: set[str] = field(default_factory=set, init=False)  # keys stored by this driver
 
     async def drive(self) -> Outcome:
+        # This run's posts wait for an installation's write turn by its age (the
+        # finisher's too: same task), as its model calls do (bot/llm/fair.py).
+        writer_since.set(self.run.created_at.timestamp())
         turns = await anyio.to_thread.run_sync(self.store.load_turns, self.run.id)
         return await execute(self.spec, turns, models=self.models, hooks=self)
 

@@ -22,7 +22,7 @@ from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, DeliveryState, RunControl, RunRow
 from bot.worker.context import Services
-from bot.worker.driver import Cancelled, Draining, LeaseLost, RunDriver, tokens_and_cost
+from bot.worker.driver import Cancelled, Draining, LeaseLost, RunCalls, RunDriver, tokens_and_cost
 from bot.worker.finish import Finisher
 from bot.worker.publish import Publisher, Thread
 from bot.worker.respond import Responder
@@ -386,7 +386,13 @@ class Worker:
             )
 
         driver = RunDriver(
-            svc.store, svc.router, finisher.publisher, run, spec, check_alive, on_turn
+            svc.store,
+            RunCalls.of(svc.router, run),
+            finisher.publisher,
+            run,
+            spec,
+            check_alive,
+            on_turn,
         )
         outcome: Outcome | None = None
         async with anyio.create_task_group() as tg:

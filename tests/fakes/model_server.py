@@ -25,6 +25,12 @@ that passed auth and validation: a status with optional ``Retry-After``, a hang
 body, empty content, or raw bytes and headers (e.g. a bad gzip body).
 ``max_in_flight`` counts concurrent requests server-side.
 
+A provider's rate limit (``rate_limit=RateLimit(...)``): requests and tokens a
+minute, 429 with ``retry-after`` beyond them, and the limits in every answer's
+headers (OpenAI ``x-ratelimit-*``, Anthropic ``anthropic-ratelimit-*``), each
+API limited on its own; ``limiters[api]`` counts what it admitted and refused,
+and ``set_limit`` changes the limit of a running server (a tier change).
+
     with FakeModelServer(latency_s=0.05, openai_api_key="k") as server:
         ...  # OPENAI_BASE_URL=server.openai_base_url, ANTHROPIC_BASE_URL=server.url
 """
@@ -34,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import math
 import re
 import socket
 import threading
@@ -41,6 +48,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -202,8 +210,15 @@ class FakeModelServer:
         anthropic_api_key: str | None = None,
         models: Iterable[str] | None = None,
         cache_per_model: bool = False,
+        rate_limit: RateLimit | None = None,
     ) -> None:
         self.responder = responder
+        # One limit per API, as each vendor limits its own accounts.
+        self.limiters: dict[Api, RateLimiter] = (
+            {api: RateLimiter(rate_limit) for api in ("openai", "anthropic")}
+            if rate_limit is not None
+            else {}
+        )
         self.latency_s = latency_s
         self.openai_api_key = openai_api_key  # None: no auth (as Ollama)
         self.anthropic_api_key = anthropic_api_key
@@ -389,6 +404,14 @@ class FakeModelServer:
             self._counter += 1
             serial = self._counter
         record.fault = fault.kind if fault else None
+        limit_headers: dict[str, str] = {}
+        limiter = self.limiters.get(api)
+        if limiter is not None:
+            limit_headers, refusal = limiter.admit(api, len(tokens))
+            if refusal is not None:
+                record.fault = "rate_limit"
+                response = _status_fault(api, 429, {**limit_headers, **refusal})
+                return response
 
         delay = self.latency_s + (fault.seconds if fault and fault.kind == "hang" else 0.0)
         if not await self._pause(request, delay):
@@ -406,6 +429,8 @@ class FakeModelServer:
         text = "" if fault is not None and fault.kind == "empty" else self._respond(parsed)
         text, cut = _truncate(text, parsed.max_tokens or 1_000_000)
         output_tokens = len(tokenize(text))
+        if limiter is not None:
+            limiter.charge_output(output_tokens)
         if api == "openai":
             cached = shared
             self._commit(scope, tokens)
@@ -417,7 +442,8 @@ class FakeModelServer:
                 "completion_tokens_details": {"reasoning_tokens": 0},
             }
             return JSONResponse(
-                {
+                headers=limit_headers,
+                content={
                     "id": f"chatcmpl-fake{serial}",
                     "object": "chat.completion",
                     "created": int(time.time()),
@@ -430,7 +456,7 @@ class FakeModelServer:
                         }
                     ],
                     "usage": record.usage,
-                }
+                },
             )
         boundary = _breakpoint(parsed.parts)
         read = boundary if boundary and shared >= boundary else 0
@@ -443,7 +469,8 @@ class FakeModelServer:
             "output_tokens": output_tokens,
         }
         return JSONResponse(
-            {
+            headers=limit_headers,
+            content={
                 "id": f"msg_fake{serial}",
                 "type": "message",
                 "role": "assistant",
@@ -452,7 +479,7 @@ class FakeModelServer:
                 "stop_reason": "max_tokens" if cut else "end_turn",
                 "stop_sequence": None,
                 "usage": record.usage,
-            }
+            },
         )
 
     def _check_auth(self, api: Api, request: Request) -> None:
@@ -516,6 +543,130 @@ class FakeModelServer:
             return False
         finally:
             watch.cancel()
+
+
+# -- provider rate limits ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """Requests and tokens a minute, as providers limit accounts. Each is a token
+    bucket refilled continuously at the per-minute rate; ``burst_s`` is how many
+    seconds of it the bucket holds (60: a whole minute, as OpenAI describes its
+    limits; less: a limit enforced over shorter periods, as providers may)."""
+
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+    burst_s: float = 60.0
+
+
+class _Bucket:
+    def __init__(self, per_minute: float, burst_s: float) -> None:
+        self.limit = per_minute
+        self.rate = per_minute / 60.0
+        self.capacity = self.rate * burst_s
+        self.level = self.capacity
+        self.at = time.monotonic()
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
+        self.at = now
+
+    def wait_for(self, amount: float) -> float:
+        need = min(amount, self.capacity) - self.level
+        return max(0.0, need / self.rate)
+
+    def reset_s(self) -> float:
+        """Seconds until full again."""
+        return max(0.0, (self.capacity - self.level) / self.rate)
+
+
+def _openai_duration(seconds: float) -> str:
+    """OpenAI's spelling of a reset time: ``20ms``, ``1.5s``, ``6m0s``."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    minutes, rest = divmod(seconds, 60)
+    return f"{int(minutes)}m{rest:.3g}s" if minutes else f"{rest:.3g}s"
+
+
+class RateLimiter:
+    """The provider's limiter: admits a request if its input tokens fit (output is
+    counted when it is produced, and may take the bucket below zero), answers 429
+    with ``retry-after`` otherwise, and states the limits in every answer's
+    headers in each API's spelling. Counts what it refused."""
+
+    def __init__(self, limit: RateLimit) -> None:
+        self._lock = threading.Lock()
+        self.config = limit
+        self.requests: _Bucket | None = None
+        self.tokens: _Bucket | None = None
+        self.set_limit(limit)
+        self.admitted = 0
+        self.refused = 0
+        self.tokens_charged = 0
+
+    def admit(self, api: Api, input_tokens: int) -> tuple[dict[str, str], dict[str, str] | None]:
+        """(rate-limit headers, the refusal's retry headers or None if admitted)."""
+        with self._lock:
+            now = time.monotonic()
+            wait = 0.0
+            for bucket, amount in ((self.requests, 1), (self.tokens, input_tokens)):
+                if bucket is not None:
+                    bucket.refill(now)
+                    wait = max(wait, bucket.wait_for(amount))
+            if wait > 0:
+                self.refused += 1
+                retry = {"retry-after": str(max(1, math.ceil(wait)))}
+                if api == "openai":
+                    retry["retry-after-ms"] = str(math.ceil(wait * 1000))
+                return self._headers(api), retry
+            if self.requests is not None:
+                self.requests.level -= 1
+            if self.tokens is not None:
+                self.tokens.level -= input_tokens
+            self.admitted += 1
+            self.tokens_charged += input_tokens
+            return self._headers(api), None
+
+    def set_limit(self, limit: RateLimit) -> None:
+        """New limits from now on (full buckets); the counts are kept."""
+        with self._lock:
+            self.config = limit
+            self.requests = (
+                _Bucket(limit.requests_per_minute, limit.burst_s)
+                if limit.requests_per_minute
+                else None
+            )
+            self.tokens = (
+                _Bucket(limit.tokens_per_minute, limit.burst_s) if limit.tokens_per_minute else None
+            )
+
+    def charge_output(self, output_tokens: int) -> None:
+        with self._lock:
+            self.tokens_charged += output_tokens
+            if self.tokens is not None:
+                self.tokens.refill(time.monotonic())
+                self.tokens.level -= output_tokens
+
+    def _headers(self, api: Api) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        for name, bucket in (("requests", self.requests), ("tokens", self.tokens)):
+            if bucket is None:
+                continue
+            remaining = str(max(0, math.floor(bucket.level)))
+            if api == "openai":
+                headers[f"x-ratelimit-limit-{name}"] = str(round(bucket.limit))
+                headers[f"x-ratelimit-remaining-{name}"] = remaining
+                headers[f"x-ratelimit-reset-{name}"] = _openai_duration(bucket.reset_s())
+            else:
+                reset = datetime.now(UTC) + timedelta(seconds=bucket.reset_s())
+                prefix = f"anthropic-ratelimit-{name}-"
+                headers[prefix + "limit"] = str(round(bucket.limit))
+                headers[prefix + "remaining"] = remaining
+                headers[prefix + "reset"] = reset.isoformat(timespec="seconds").replace(
+                    "+00:00", "Z"
+                )
+        return headers
 
 
 # -- wire formats ------------------------------------------------------------
