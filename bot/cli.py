@@ -6,22 +6,30 @@ or `doctor` need not load the web app, the worker and the model clients.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
 
-from bot.config import Settings, format_validation_error
+from bot.config import Settings
 from bot.errors import BotError, ConfigError
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    # A failure is one line (main() below), never a page of frames.
+    pretty_exceptions_enable=False,
     help="debate-bot: structured adversarial debates between LLM personas on GitHub.",
 )
+
+Host = Annotated[
+    str | None, typer.Option(help="Listen address (default: DEBATE_BOT_HOST, 127.0.0.1)")
+]
 
 
 def _version(value: bool) -> None:
@@ -42,16 +50,32 @@ def _root(
     """debate-bot: structured adversarial debates between LLM personas on GitHub."""
 
 
-def _settings() -> Settings:
+def _settings(**overrides: Any) -> Settings:
+    """Settings from the environment and .env; options given on the command line win."""
+    from bot.explain import format_settings_error
+
+    given = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return Settings()
+        return Settings(**given)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, source="settings")) from exc
+        raise ConfigError(format_settings_error(exc)) from exc
 
 
-def _fail(exc: BotError) -> typer.Exit:
-    typer.secho(f"error: {exc.public}", err=True, fg=typer.colors.RED)
-    return typer.Exit(2)
+def _database_url() -> str:
+    """For masking its password in a message, and naming it: the setting if it reads."""
+    try:
+        return Settings().database_url
+    except Exception:  # settings that do not validate: the environment's value
+        return os.environ.get("DEBATE_BOT_DATABASE_URL", "")
+
+
+def _fail(exc: BaseException) -> typer.Exit:
+    """One line on stderr with the cause and the fix (bot/explain.py); its exit code."""
+    from bot.explain import explain
+
+    result = explain(exc, database_url=_database_url())
+    typer.secho(f"error: {result.line}", err=True, fg=typer.colors.RED)
+    return typer.Exit(result.code)
 
 
 def _exit_with(command: Callable[[], int]) -> NoReturn:
@@ -63,43 +87,53 @@ def _exit_with(command: Callable[[], int]) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _run_service(*, web: bool, worker: bool) -> None:
+def _run_service(settings: Settings, *, web: bool, worker: bool) -> None:
     from bot.service import run_service
 
-    try:
-        run_service(_settings(), web=web, worker=worker)
-    except ConfigError as exc:
-        raise _fail(exc) from None
+    run_service(settings, web=web, worker=worker)
 
 
 @app.command()
-def serve() -> None:
+def serve(
+    host: Host = None,
+    port: Annotated[int | None, typer.Option(help="Port (default: DEBATE_BOT_PORT, 3000)")] = None,
+) -> None:
     """Web server and embedded worker in one process (SQLite by default)."""
-    _run_service(web=True, worker=True)
+    _run_service(_settings(host=host, port=port), web=True, worker=True)
 
 
 @app.command()
-def web() -> None:
+def web(
+    host: Host = None,
+    port: Annotated[int | None, typer.Option(help="Port (default: DEBATE_BOT_PORT, 3000)")] = None,
+) -> None:
     """Web server only (scale-out: workers run separately on PostgreSQL)."""
-    _run_service(web=True, worker=False)
+    _run_service(_settings(host=host, port=port), web=True, worker=False)
 
 
 @app.command()
-def worker() -> None:
+def worker(
+    host: Host = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            help="Port for /healthz, /readyz and /metrics (default: DEBATE_BOT_WORKER_PORT; none)"
+        ),
+    ] = None,
+) -> None:
     """Worker only: claims deliveries and runs from the shared database."""
-    _run_service(web=False, worker=True)
+    _run_service(_settings(host=host, worker_port=port), web=False, worker=True)
 
 
 @app.command()
 def migrate() -> None:
     """Apply database migrations."""
+    from bot.explain import check_sqlite_folder
     from bot.store import RunStore
 
-    try:
-        settings = _settings()
-        RunStore.from_url(settings.database_url).migrate()
-    except BotError as exc:
-        raise _fail(exc) from None
+    settings = _settings()
+    check_sqlite_folder(settings.database_url)
+    RunStore.from_url(settings.database_url).migrate()
     typer.echo("migrations applied")
 
 
@@ -221,7 +255,15 @@ def setup(
     host: Annotated[str, typer.Option(help="Where the setup page listens")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port of the setup page")] = 3000,
     public_url: Annotated[
-        str | None, typer.Option(help="The service's public URL, for the webhook (default: local)")
+        str | None,
+        typer.Option(help="The service's public URL: GitHub posts webhooks to it"),
+    ] = None,
+    webhook_proxy_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Instead of a public URL: a webhook-proxy channel (https://smee.io/new) "
+            "the service follows; written as DEBATE_BOT_WEBHOOK_PROXY_URL"
+        ),
     ] = None,
     env_file: Annotated[Path, typer.Option(help="Where to write the settings")] = Path(".env"),
     force: Annotated[
@@ -231,6 +273,7 @@ def setup(
     """Register the GitHub App through GitHub's manifest flow; writes .env and the key."""
     import uvicorn
 
+    from bot.listen import bind_socket
     from bot.setup import SetupOptions, check_not_configured, create_setup_app
 
     options = SetupOptions(
@@ -239,11 +282,13 @@ def setup(
         host=host,
         port=port,
         public_url=public_url,
+        webhook_proxy_url=webhook_proxy_url,
         env_file=env_file,
         force=force,
     )
     try:
         check_not_configured(options)
+        sock = bind_socket(host, port)  # a busy port: one line, before "Open …"
     except BotError as exc:
         raise _fail(exc) from None
     installed: list[str] = []
@@ -259,10 +304,14 @@ def setup(
     )
     server = uvicorn.Server(config)
     typer.echo(f"Open {options.local_url}/setup to create the GitHub App.")
-    server.run()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
     if not installed:
         raise typer.Exit(1)
     typer.echo(f"Saved the app to {env_file}. Install it: {installed[0]}")
+    typer.echo("Then start it: debate-bot serve (or docker compose, README \"Running it\").")
 
 
 @app.command()
@@ -291,20 +340,72 @@ def doctor() -> None:
 
 @app.command()
 def replay(
-    file: Annotated[Path, typer.Argument(help="A webhook payload (JSON), posted byte for byte")],
-    event: Annotated[str, typer.Option(help="X-GitHub-Event, e.g. issue_comment")],
+    file: Annotated[
+        Path | None,
+        typer.Argument(help="A webhook payload (JSON), posted byte for byte"),
+    ] = None,
+    event: Annotated[
+        str | None, typer.Option(help="X-GitHub-Event of FILE, e.g. issue_comment")
+    ] = None,
+    comment: Annotated[
+        str | None,
+        typer.Option(help='Instead of FILE: an issue comment to deliver, e.g. "/debate status"'),
+    ] = None,
+    repo: Annotated[str | None, typer.Option(help="With --comment: OWNER/NAME")] = None,
+    issue: Annotated[int | None, typer.Option(help="With --comment: the issue or PR number")] = None,
+    installation: Annotated[
+        int | None,
+        typer.Option(help="With --comment: the app's installation id on the repository"),
+    ] = None,
+    sender: Annotated[
+        str, typer.Option(help="With --comment: who wrote it (a login)")
+    ] = "octocat",
+    pull_request: Annotated[
+        bool, typer.Option("--pull-request", help="With --comment: ISSUE is a pull request")
+    ] = False,
     url: Annotated[
         str | None,
         typer.Option(help="Webhook URL (default: this host's DEBATE_BOT_HOST/PORT)"),
     ] = None,
 ) -> None:
-    """Sign a payload with the webhook secret and post it to a running service."""
+    """Sign a delivery with the webhook secret and post it to a running service:
+    a payload file, or an issue comment built for --repo and --issue."""
     import httpx
 
-    from bot.replay import replay as post_delivery
+    from bot.replay import comment_payload, post_delivery, read_payload
 
     try:
-        result = post_delivery(_settings(), file, event, url)
+        settings = _settings()
+        if comment is not None:
+            missing = [
+                flag
+                for flag, value in (
+                    ("--repo", repo), ("--issue", issue), ("--installation", installation)
+                )
+                if value is None
+            ]
+            if file is not None or missing:
+                raise ConfigError(
+                    "--comment builds the payload: give --repo OWNER/NAME --issue N "
+                    "--installation ID and no FILE"
+                    + (f" (missing {', '.join(missing)})" if missing else "")
+                )
+            assert repo is not None and issue is not None and installation is not None
+            name = "issue_comment"
+            body = comment_payload(
+                settings,
+                comment=comment,
+                repo=repo,
+                issue=issue,
+                installation=installation,
+                sender=sender,
+                pull_request=pull_request,
+            )
+        elif file is None or event is None:
+            raise ConfigError('give FILE --event NAME, or --comment "/debate …" --repo --issue')
+        else:
+            name, body = event, read_payload(file, event)
+        result = post_delivery(settings, body, name, url)
     except BotError as exc:
         raise _fail(exc) from None
     except httpx.HTTPError as exc:
@@ -314,5 +415,39 @@ def replay(
     raise typer.Exit(0 if 200 <= result.status < 300 else 1)
 
 
+@app.command("check-config")
+def check_config(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A .github/debate.yml, a plan (.md), or a checkout (default: here)"
+        ),
+    ] = Path("."),
+) -> None:
+    """Validate a repo config and plan frontmatter as the bot reads them: every
+    error with its key and line (exit 2), exit 0 when valid."""
+    from bot.checkconfig import check_config as check
+
+    report = check(path)
+    for line in report.errors:
+        typer.secho(f"error: {line}", err=True, fg=typer.colors.RED)
+    if report.errors:
+        raise typer.Exit(2)
+    for checked in report.checked:
+        typer.echo(f"{checked}: valid")
+
+
 def main() -> None:
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        # Every failure a command let through: one line, never a traceback, unless
+        # the operator asked for the details.
+        if os.environ.get("DEBATE_BOT_LOG_LEVEL", "").upper() == "DEBUG":
+            raise
+        code = _fail(exc).exit_code
+        sys.exit(code)

@@ -176,7 +176,7 @@ async def post_json(
                 ) from exc
             except httpx.ConnectError as exc:
                 raise TransientModelError(
-                    f"{label}: cannot connect ({type(exc).__name__})", drop_class="unavailable"
+                    f"{label}: cannot connect ({connect_reason(exc)})", drop_class="unavailable"
                 ) from exc
             except httpx.TransportError as exc:
                 raise TransientModelError(
@@ -254,3 +254,18 @@ def _strategies(
         RetryAfterOrBackoff(policy),
         retry_if_exception_type(TransientModelError),
     )
+
+
+def connect_reason(exc: BaseException) -> str:
+    """The operating system's words for a failed connect ("connection refused",
+    "name or service not known"), found along the exception's causes."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror[:1].lower() + seen.strerror[1:]
+        text = str(seen)
+        if text.startswith("[Errno") and "] " in text:  # httpcore keeps only the text
+            reason = text.split("] ", 1)[1]
+            return reason[:1].lower() + reason[1:]
+        seen = seen.__cause__ or seen.__context__
+    return type(exc).__name__
