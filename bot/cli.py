@@ -87,6 +87,16 @@ def _exit_with(command: Callable[[], int]) -> NoReturn:
     raise typer.Exit(code)
 
 
+def _local_settings() -> Settings:
+    """A local run's settings: warnings on stderr unless DEBATE_BOT_LOG_LEVEL says
+    otherwise, so a dropped model call says why ("cannot connect (connection
+    refused)"), not only its class."""
+    settings = _settings()
+    if "log_level" in settings.model_fields_set:
+        return settings
+    return _settings(log_level="WARNING")
+
+
 def _run_service(settings: Settings, *, web: bool, worker: bool) -> None:
     from bot.service import run_service
 
@@ -183,7 +193,7 @@ def run(
         dry_run=dry_run,
         output_dir=output_dir,
     )
-    _exit_with(lambda: run_local(_settings(), options))
+    _exit_with(lambda: run_local(_local_settings(), options))
 
 
 @app.command()
@@ -218,7 +228,7 @@ def review(
         dry_run=dry_run,
         output_dir=output_dir,
     )
-    _exit_with(lambda: review_local(_settings(), options, path))
+    _exit_with(lambda: review_local(_local_settings(), options, path))
 
 
 @app.command()
@@ -435,6 +445,32 @@ def check_config(
         raise typer.Exit(2)
     for checked in report.checked:
         typer.echo(f"{checked}: valid")
+
+
+@app.command()
+def runs(
+    repo: Annotated[str | None, typer.Option(help="Only this repository: OWNER/NAME")] = None,
+    state: Annotated[
+        str | None,
+        typer.Option(help="Only this state: queued, running, waiting, done, failed, ..."),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="How many, newest first")] = 20,
+) -> None:
+    """Recent runs from the store: state, age, cost and the link to their thread."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from bot.reports import recent_runs, rows
+
+    settings = _settings()
+    found = recent_runs(settings, repo=repo, state=state, limit=limit)
+    if not found:
+        typer.echo("no runs" + (" match" if repo or state else " yet"))
+        return
+    table = Table("run", "state", "age", "mode", "cost", "tokens", "thread", box=None)
+    for row in rows(settings, found):
+        table.add_row(*row)
+    Console(width=200).print(table)
 
 
 def main() -> None:

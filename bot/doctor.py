@@ -47,7 +47,7 @@ def _settings_checks(settings: Settings, key: str | None, key_error: str) -> lis
             str(settings.app_id) if settings.app_id is not None else "not set",
         ),
         (
-            "private key",
+            "DEBATE_BOT_PRIVATE_KEY(_FILE)",
             "DEBATE_BOT_PRIVATE_KEY_FILE (or DEBATE_BOT_PRIVATE_KEY)",
             bool(key),
             key_source if key else key_error or "not set",

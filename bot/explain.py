@@ -74,8 +74,9 @@ def os_reason(exc: BaseException) -> str | None:
     """The operating system's words for the first OSError in ``exc``'s chain,
     e.g. "connection refused"."""
     for e in _chain(exc):
-        if isinstance(e, OSError) and e.strerror:
-            return e.strerror[:1].lower() + e.strerror[1:]
+        if isinstance(e, OSError) and (e.errno or e.strerror):
+            text = os.strerror(e.errno) if e.errno else str(e.strerror)
+            return text[:1].lower() + text[1:]
     return None
 
 

@@ -69,6 +69,31 @@ class _RunHealth(Collector):
         ]
 
 
+_BACKLOG_HELP: Final = {
+    "pending": "Webhook deliveries stored and waiting for a worker",
+    "oldest_pending_age_seconds": "Age of the oldest pending delivery (0: none pending)",
+}
+
+
+class _DeliveryBacklog(Collector):
+    """The store's ``delivery_backlog()`` as gauges, read at scrape time: a backlog
+    with no worker shows here while every run gauge stays at 0."""
+
+    def __init__(self, backlog: Callable[[], dict[str, float]]) -> None:
+        self._backlog = backlog
+
+    def collect(self) -> list[Metric]:
+        try:
+            figures = self._backlog()
+        except Exception:  # a scrape must not fail because the database is down
+            return []
+        return [
+            GaugeMetricFamily(f"debate_bot_deliveries_{name}", _BACKLOG_HELP[name], value=figures[name])
+            for name in _BACKLOG_HELP
+            if name in figures
+        ]
+
+
 class _RateLimits(Collector):
     def __init__(self, remaining: Callable[[], dict[int, int]]) -> None:
         self._remaining = remaining
@@ -139,6 +164,10 @@ class Metrics:
         self.registry.register(_RunStates(counts))
         if health is not None:
             self.registry.register(_RunHealth(health))
+
+    def watch_deliveries(self, backlog: Callable[[], dict[str, float]]) -> None:
+        """``debate_bot_deliveries_pending`` and ``…_oldest_pending_age_seconds``."""
+        self.registry.register(_DeliveryBacklog(backlog))
 
     def watch_rate_limits(self, remaining: Callable[[], dict[int, int]]) -> None:
         """``debate_bot_github_rate_limit_remaining``: the last x-ratelimit-remaining

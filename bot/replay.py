@@ -16,6 +16,7 @@ from bot.app.webhook import known_events, local_webhook_url
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.github.webhooks import SIGNATURE_HEADER, sign
+from bot.reports import html_base
 from bot.worker.triggers import default_router
 
 
@@ -56,14 +57,6 @@ def replay(
     return post_delivery(settings, body, event, url, timeout_s=timeout_s)
 
 
-def _html_base(api_url: str) -> str:
-    """github.com's pages for api.github.com; a GHES host's for HOST/api/v3."""
-    api = api_url.rstrip("/")
-    if api == "https://api.github.com":
-        return "https://github.com"
-    return api.removesuffix("/api/v3")
-
-
 def comment_payload(
     settings: Settings,
     *,
@@ -85,7 +78,7 @@ def comment_payload(
     if not comment.strip():
         raise ConfigError("--comment: the comment is empty")
     api = settings.github_api_url.rstrip("/")
-    html = _html_base(api)
+    html = html_base(api)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     comment_id = secrets.randbelow(2**40) + 1  # fresh, so never a duplicate comment
 

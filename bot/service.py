@@ -136,6 +136,7 @@ async def serve_async(
     store = open_store(settings)
     metrics = Metrics()
     metrics.watch_runs(store.counts_by_state, store.run_health)
+    metrics.watch_deliveries(store.delivery_backlog)
     wake = lambda: None  # noqa: E731
     svc: Services | None = None
     if worker:

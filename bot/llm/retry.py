@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -261,8 +262,10 @@ def connect_reason(exc: BaseException) -> str:
     "name or service not known"), found along the exception's causes."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, OSError) and seen.strerror:
-            return seen.strerror[:1].lower() + seen.strerror[1:]
+        if isinstance(seen, OSError) and (seen.errno or seen.strerror):
+            # errno's words: asyncio's own text is "Connect call failed (…)".
+            text = os.strerror(seen.errno) if seen.errno else str(seen.strerror)
+            return text[:1].lower() + text[1:]
         text = str(seen)
         if text.startswith("[Errno") and "] " in text:  # httpcore keeps only the text
             reason = text.split("] ", 1)[1]

@@ -45,6 +45,7 @@ from bot.store.rows import (
     RunState,
     SavedTurn,
 )
+from bot.store.reports import ReportQueries
 from bot.store.schedules import ScheduleQueries
 from bot.store.schema import (
     ACTIVE_RUN_STATES,
@@ -82,7 +83,7 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class RunStore(ScheduleQueries, PacingQueries):
+class RunStore(ScheduleQueries, PacingQueries, ReportQueries):
     def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
         self._delivery_stmts: tuple[sa.Executable, sa.Executable] | None = None
         self._turn_stmts: tuple[sa.Executable, sa.Executable, sa.Executable] | None = None
