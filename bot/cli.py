@@ -52,13 +52,19 @@ def _root(
 
 def _settings(**overrides: Any) -> Settings:
     """Settings from the environment and .env; options given on the command line win."""
-    from bot.explain import format_settings_error
+    from pydantic_settings import SettingsError
+
+    from bot.explain import format_settings_error, settings_variable
 
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         return Settings(**given)
     except ValidationError as exc:
         raise ConfigError(format_settings_error(exc)) from exc
+    except SettingsError as exc:  # a JSON setting that does not parse
+        field = str(exc).split('"')[1] if str(exc).count('"') >= 2 else ""
+        name = settings_variable(field) if field else "a setting"
+        raise ConfigError(f"settings: {name}: not valid JSON (see docs/configuration.md)") from None
 
 
 def _database_url() -> str:
