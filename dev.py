@@ -65,7 +65,7 @@ def serve(args: list[str]) -> int:
     command = [str(BIN / "debate-bot"), "serve", *args]
     os.chdir(ROOT)
     if os.name == "posix":
-        os.execv(command[0], command)  # never returns
+        os.execv(command[0], command)  # noqa: S606 (never returns; our own venv's entry point)
     return run(*command)  # Windows: Ctrl-C reaches the whole console group
 
 

@@ -327,7 +327,7 @@ def setup(
     if not installed:
         raise typer.Exit(1)
     typer.echo(f"Saved the app to {env_file}. Install it: {installed[0]}")
-    typer.echo("Then start it: debate-bot serve (or docker compose, README \"Running it\").")
+    typer.echo('Then start it: debate-bot serve (or docker compose, README "Running it").')
 
 
 @app.command()
@@ -368,14 +368,14 @@ def replay(
         typer.Option(help='Instead of FILE: an issue comment to deliver, e.g. "/debate status"'),
     ] = None,
     repo: Annotated[str | None, typer.Option(help="With --comment: OWNER/NAME")] = None,
-    issue: Annotated[int | None, typer.Option(help="With --comment: the issue or PR number")] = None,
+    issue: Annotated[
+        int | None, typer.Option(help="With --comment: the issue or PR number")
+    ] = None,
     installation: Annotated[
         int | None,
         typer.Option(help="With --comment: the app's installation id on the repository"),
     ] = None,
-    sender: Annotated[
-        str, typer.Option(help="With --comment: who wrote it (a login)")
-    ] = "octocat",
+    sender: Annotated[str, typer.Option(help="With --comment: who wrote it (a login)")] = "octocat",
     pull_request: Annotated[
         bool, typer.Option("--pull-request", help="With --comment: ISSUE is a pull request")
     ] = False,
@@ -396,7 +396,9 @@ def replay(
             missing = [
                 flag
                 for flag, value in (
-                    ("--repo", repo), ("--issue", issue), ("--installation", installation)
+                    ("--repo", repo),
+                    ("--issue", issue),
+                    ("--installation", installation),
                 )
                 if value is None
             ]
@@ -435,9 +437,7 @@ def replay(
 def check_config(
     path: Annotated[
         Path,
-        typer.Argument(
-            help="A .github/debate.yml, a plan (.md), or a checkout (default: here)"
-        ),
+        typer.Argument(help="A .github/debate.yml, a plan (.md), or a checkout (default: here)"),
     ] = Path("."),
 ) -> None:
     """Validate a repo config and plan frontmatter as the bot reads them: every

@@ -110,7 +110,7 @@ def _sqlite_hint(database_url: str) -> str | None:
         return None
     folder = Path(url.database).parent
     if not folder.is_dir():
-        return f"the folder {folder} does not exist: create it or point DEBATE_BOT_DATABASE_URL elsewhere"
+        return f"the folder {folder} does not exist: create it, or change DEBATE_BOT_DATABASE_URL"
     if not os.access(folder, os.W_OK):
         return f"the folder {folder} is not writable by this user"
     return "check DEBATE_BOT_DATABASE_URL"

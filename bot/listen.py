@@ -32,11 +32,11 @@ def bind_socket(host: str, port: int, *, flag: str = "--port", setting: str = ""
         sock.close()
         reason = (exc.strerror or type(exc).__name__).lower()
         if exc.errno == errno.EADDRINUSE:
-            fix = f"another process listens there (a service already running?): stop it, or use {where}"
+            fix = f"another process listens there (a service running?): stop it, or use {where}"
         elif exc.errno == errno.EACCES:
             fix = f"ports below 1024 need privileges: use {where} with a port of 1024 or more"
         elif exc.errno == errno.EADDRNOTAVAIL:
-            fix = "this machine has no such address: use --host 127.0.0.1, or 0.0.0.0 for every interface"
+            fix = "this machine has no such address: use --host 127.0.0.1 (0.0.0.0: every one)"
         else:
             fix = f"use {where}, or --host"
         raise ConfigError(f"cannot listen on {host}:{port}: {reason}; {fix}") from None

@@ -88,7 +88,9 @@ class _DeliveryBacklog(Collector):
         except Exception:  # a scrape must not fail because the database is down
             return []
         return [
-            GaugeMetricFamily(f"debate_bot_deliveries_{name}", _BACKLOG_HELP[name], value=figures[name])
+            GaugeMetricFamily(
+                f"debate_bot_deliveries_{name}", _BACKLOG_HELP[name], value=figures[name]
+            )
             for name in _BACKLOG_HELP
             if name in figures
         ]

@@ -45,12 +45,12 @@ def recent_runs(
         raise ConfigError(f"--repo {repo!r}: expected OWNER/NAME")
     check_sqlite_folder(settings.database_url)
     url = make_url(settings.database_url)
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        if not Path(url.database).exists():  # never create an empty one just to read it
-            raise ConfigError(
-                f"no database at {url.database}: start the service first, or point "
-                "DEBATE_BOT_DATABASE_URL at its database"
-            )
+    local = url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
+    if local and not Path(str(url.database)).exists():  # never create one just to read it
+        raise ConfigError(
+            f"no database at {url.database}: start the service first, or point "
+            "DEBATE_BOT_DATABASE_URL at its database"
+        )
     store = RunStore.from_url(settings.database_url)
     try:
         return store.recent_runs(repo=repo, state=state, limit=limit)

@@ -98,8 +98,10 @@ def check_options(options: SetupOptions) -> None:
     if not options.on_github_com or options.webhook_proxy_url:
         return
     if options.public_url is None or _loopback(options.public_url):
-        given = f"{options.public_url} is not reachable from github.com" if options.public_url else (
-            "github.com needs a webhook URL it can reach"
+        given = (
+            f"{options.public_url} is not reachable from github.com"
+            if options.public_url
+            else ("github.com needs a webhook URL it can reach")
         )
         raise ConfigError(
             f"{given}: use --public-url https://YOUR-HOST (where this service will run), "

@@ -79,7 +79,9 @@ def test_the_action_installs_the_locked_runtime_and_runs_the_action_command() ->
     script = "\n".join(step.get("run", "") for step in action["runs"]["steps"])
     assert "requirements-runtime.lock" in script and "--no-deps" in script
     # The locked install is cached, keyed by the lock file's hash and Python.
-    [cache] = [s for s in action["runs"]["steps"] if str(s.get("uses", "")).startswith("actions/cache@")]
+    [cache] = [
+        s for s in action["runs"]["steps"] if str(s.get("uses", "")).startswith("actions/cache@")
+    ]
     assert "debate-bot-venv" in cache["with"]["path"]
     assert "inputs.python-version" in cache["with"]["key"] and "lock" in cache["with"]["key"]
     assert script.rstrip().endswith('debate-bot" action')

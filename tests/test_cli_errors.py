@@ -52,45 +52,108 @@ def _mistakes(busy: int, closed: int) -> list[Mistake]:
             {**app, "DEBATE_BOT_PRIVATE_KEY": "x"},
             port_says,
         ),
-        Mistake("setup on a busy port", ("setup", "--port", str(busy), "--public-url",
-                "https://bot.example"), says=port_says),  # fmt: skip
-        Mistake("serve on an unknown host", ("serve", "--host", "no-such-host.invalid"),
-                says=("--host",)),  # fmt: skip
+        Mistake(
+            "setup on a busy port",
+            ("setup", "--port", str(busy), "--public-url", "https://bot.example"),
+            says=port_says,
+        ),
+        Mistake(
+            "serve on an unknown host",
+            ("serve", "--host", "no-such-host.invalid"),
+            says=("--host",),
+        ),
         Mistake("migrate, PostgreSQL down", ("migrate",), pg, db_says),
         Mistake("runs, PostgreSQL down", ("runs",), pg, db_says),
         Mistake("migrate, SQLite folder missing", ("migrate",), missing_dir, folder_says),
-        Mistake("serve, SQLite folder missing", ("serve", "--port", str(closed)), missing_dir,
-                folder_says),  # fmt: skip
+        Mistake(
+            "serve, SQLite folder missing",
+            ("serve", "--port", str(closed)),
+            missing_dir,
+            folder_says,
+        ),
         Mistake("runs, no database yet", ("runs",), says=("no database",)),
-        Mistake("serve, app id not a number", ("serve",), {"DEBATE_BOT_APP_ID": "abc"},
-                ("debate_bot_app_id", "integer")),  # fmt: skip
-        Mistake("migrate, bad setting", ("migrate",), {"DEBATE_BOT_PORT": "many"},
-                ("debate_bot_port",)),  # fmt: skip
-        Mistake("run, bad setting", ("run", "x.md"), {"DEBATE_BOT_ENDPOINTS": "{"},
-                ("debate_bot_endpoints",)),  # fmt: skip
-        Mistake("worker, key file missing", ("worker",),
-                {**app, "DEBATE_BOT_PRIVATE_KEY_FILE": "missing.pem"},
-                ("debate_bot_private_key_file", "no such file")),  # fmt: skip
-        Mistake("worker, key not PEM", ("worker",), {**app, "DEBATE_BOT_PRIVATE_KEY": "nope"},
-                ("pem",)),  # fmt: skip
+        Mistake(
+            "serve, app id not a number",
+            ("serve",),
+            {"DEBATE_BOT_APP_ID": "abc"},
+            ("debate_bot_app_id", "integer"),
+        ),
+        Mistake(
+            "migrate, bad setting", ("migrate",), {"DEBATE_BOT_PORT": "many"}, ("debate_bot_port",)
+        ),
+        Mistake(
+            "run, bad setting",
+            ("run", "x.md"),
+            {"DEBATE_BOT_ENDPOINTS": "{"},
+            ("debate_bot_endpoints",),
+        ),
+        Mistake(
+            "worker, key file missing",
+            ("worker",),
+            {**app, "DEBATE_BOT_PRIVATE_KEY_FILE": "missing.pem"},
+            ("debate_bot_private_key_file", "no such file"),
+        ),
+        Mistake(
+            "worker, key not PEM", ("worker",), {**app, "DEBATE_BOT_PRIVATE_KEY": "nope"}, ("pem",)
+        ),
         Mistake("run, no such file", ("run", "missing.md", "--dry-run"), says=("missing.md",)),
-        Mistake("replay, no such file", ("replay", "missing.json", "--event", "ping"),
-                {"DEBATE_BOT_WEBHOOK_SECRET": "x"}, ("missing.json", "no such file")),  # fmt: skip
-        Mistake("replay, no secret", ("replay", "--comment", "/debate", "--repo", "o/r",
-                "--issue", "1", "--installation", "1"), says=("debate_bot_webhook_secret",)),  # fmt: skip
-        Mistake("replay --comment, bad repo", ("replay", "--comment", "/debate", "--repo",
-                "nope", "--issue", "1", "--installation", "1"),
-                {"DEBATE_BOT_WEBHOOK_SECRET": "x"}, ("owner/name",)),  # fmt: skip
-        Mistake("check-config, no such file", ("check-config", "missing.yml"),
-                says=("missing.yml", "no such file")),  # fmt: skip
-        Mistake("setup, loopback URL for github.com", ("setup", "--port", str(closed),
-                "--public-url", "http://127.0.0.1:3000"),
-                says=("not reachable from github.com", "--webhook-proxy-url")),  # fmt: skip
-        Mistake("setup, no URL for github.com", ("setup", "--port", str(closed)),
-                says=("--public-url",)),  # fmt: skip
+        Mistake(
+            "replay, no such file",
+            ("replay", "missing.json", "--event", "ping"),
+            {"DEBATE_BOT_WEBHOOK_SECRET": "x"},
+            ("missing.json", "no such file"),
+        ),
+        Mistake(
+            "replay, no secret",
+            (
+                "replay",
+                "--comment",
+                "/debate",
+                "--repo",
+                "o/r",
+                "--issue",
+                "1",
+                "--installation",
+                "1",
+            ),
+            says=("debate_bot_webhook_secret",),
+        ),
+        Mistake(
+            "replay --comment, bad repo",
+            (
+                "replay",
+                "--comment",
+                "/debate",
+                "--repo",
+                "nope",
+                "--issue",
+                "1",
+                "--installation",
+                "1",
+            ),
+            {"DEBATE_BOT_WEBHOOK_SECRET": "x"},
+            ("owner/name",),
+        ),
+        Mistake(
+            "check-config, no such file",
+            ("check-config", "missing.yml"),
+            says=("missing.yml", "no such file"),
+        ),
+        Mistake(
+            "setup, loopback URL for github.com",
+            ("setup", "--port", str(closed), "--public-url", "http://127.0.0.1:3000"),
+            says=("not reachable from github.com", "--webhook-proxy-url"),
+        ),
+        Mistake(
+            "setup, no URL for github.com", ("setup", "--port", str(closed)), says=("--public-url",)
+        ),
         Mistake("action outside Actions", ("action",), says=("github_",)),
-        Mistake("doctor, bad setting", ("doctor",), {"DEBATE_BOT_WORKER_PORT": "0"},
-                ("debate_bot_worker_port",)),  # fmt: skip
+        Mistake(
+            "doctor, bad setting",
+            ("doctor",),
+            {"DEBATE_BOT_WORKER_PORT": "0"},
+            ("debate_bot_worker_port",),
+        ),
     ]
 
 
@@ -108,9 +171,7 @@ def _ids() -> list[str]:
 
 
 @pytest.mark.parametrize("index", range(len(_ids())), ids=_ids())
-def test_a_mistake_is_one_line_with_its_cause(
-    index: int, busy_port: int, tmp_path: Path
-) -> None:
+def test_a_mistake_is_one_line_with_its_cause(index: int, busy_port: int, tmp_path: Path) -> None:
     mistake = _mistakes(busy_port, free_port())[index]
     result = subprocess.run(
         [sys.executable, "-m", "bot", *mistake.args],

@@ -31,7 +31,7 @@ def section(path: Path, heading: str) -> str:
     start = text.index(heading + "\n")
     level = heading.split(" ", 1)[0]
     rest = text[start + len(heading) + 1 :]
-    ends = [m.start() for m in re.finditer(r"^#{1,%d} " % len(level), rest, re.M)]
+    ends = [m.start() for m in re.finditer(rf"^#{{1,{len(level)}}} ", rest, re.M)]
     return rest[: ends[0]] if ends else rest
 
 
@@ -55,7 +55,7 @@ def test_every_setting_is_documented_and_every_documented_one_exists() -> None:
     text = section(DOCS / "configuration.md", "## Server settings")
     documented = names(first_cells(text, "variable"))
     variables: set[str] = set()
-    for field, info in Settings.model_fields.items():
+    for field in Settings.model_fields:
         variables.add(settings_variable(field))
         variables.add(f"DEBATE_BOT_{field.upper()}")  # the prefixed spelling works too
         assert settings_variable(field) in documented, f"{settings_variable(field)} undocumented"
@@ -91,7 +91,7 @@ def test_the_readme_cli_block_lists_every_command() -> None:
     block = readme[readme.index("```\ndebate-bot serve") :]
     block = block[: block.index("```", 4)]
     listed = set(re.findall(r"^debate-bot ([a-z][a-z-]*)", block, re.M))
-    assert listed == commands, (listed ^ commands)
+    assert listed == commands, listed ^ commands
 
 
 def _exported() -> dict[str, str]:

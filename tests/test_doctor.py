@@ -105,7 +105,10 @@ def test_an_unreadable_key_file_is_a_failed_check(harness: Harness, tmp_path: Pa
     result = doctor(env, tmp_path)
     assert result.returncode == 1, result.stderr
     checks = rows(result.stdout)
-    assert "✗" in checks["DEBATE_BOT_PRIVATE_KEY(_FILE)"] and "cannot read" in checks["DEBATE_BOT_PRIVATE_KEY(_FILE)"]
+    assert (
+        "✗" in checks["DEBATE_BOT_PRIVATE_KEY(_FILE)"]
+        and "cannot read" in checks["DEBATE_BOT_PRIVATE_KEY(_FILE)"]
+    )
     assert "set DEBATE_BOT_PRIVATE_KEY_FILE" in checks["DEBATE_BOT_PRIVATE_KEY(_FILE)"]
     assert "GitHub accepts the app" not in checks
 

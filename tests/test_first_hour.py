@@ -17,9 +17,9 @@ from tests.harness.scenarios import seed_issue
 from tests.harness.service import INSTALLATION, REPO, Harness, delivery, run_rows
 
 
-def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> (
-    subprocess.CompletedProcess[str]
-):
+def cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "bot", *args],
         env={**(env or dict(os.environ)), "COLUMNS": "200"},

@@ -167,7 +167,11 @@ def test_an_existing_app_is_kept_without_force(github: FakeGitHub, tmp_path: Pat
 def test_github_com_needs_a_url_it_can_reach(tmp_path: Path) -> None:
     """github.com cannot post to this machine's loopback: refused with the advice,
     before anything listens; a proxy channel is the way to try it locally."""
-    for args in ([], ["--public-url", "http://localhost:3000"], ["--public-url", "http://10.0.0.5"]):
+    for args in (
+        [],
+        ["--public-url", "http://localhost:3000"],
+        ["--public-url", "http://10.0.0.5"],
+    ):
         result = subprocess.run(
             [sys.executable, "-m", "bot", "setup", "--port", str(free_port()), *args],
             cwd=tmp_path, capture_output=True, text=True, timeout=30, check=False,

@@ -31,6 +31,7 @@ from bot.store.codec import spec_from_json, spec_to_json, to_json
 from bot.store.engine import READ_ONLY, create_engine
 from bot.store.notify import notify_work
 from bot.store.pacing import PacingQueries
+from bot.store.reports import ReportQueries
 from bot.store.rows import (
     CommentKind,
     CommentRecord,
@@ -45,7 +46,6 @@ from bot.store.rows import (
     RunState,
     SavedTurn,
 )
-from bot.store.reports import ReportQueries
 from bot.store.schedules import ScheduleQueries
 from bot.store.schema import (
     ACTIVE_RUN_STATES,
