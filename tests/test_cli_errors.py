@@ -195,19 +195,32 @@ def test_a_mistake_is_one_line_with_its_cause(index: int, busy_port: int, tmp_pa
 
 def test_an_unknown_failure_is_still_one_line(tmp_path: Path) -> None:
     """A bug of ours: one line with its class and how to see more (exit 1)."""
-    (tmp_path / "plan.md").write_text("---\nrounds: [\n---\nbody\n")
-    inner = tmp_path / "checkout"
-    (inner / ".git").mkdir(parents=True)
+    cwd = tmp_path / "here"
+    cwd.mkdir()
     result = subprocess.run(
-        [sys.executable, "-m", "bot", "review", "..", "--dry-run"],
-        cwd=inner,
-        env=_clean_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
+        [sys.executable, "-c", "from bot.cli import main; import sys; "
+         "sys.argv = ['debate-bot', 'check-config', '.']; "
+         "import bot.checkconfig as c; c.check_config = lambda p: 1 / 0; main()"],
+        cwd=cwd, env=_clean_env(tmp_path), capture_output=True, text=True, timeout=60,
         check=False,
-    )
+    )  # fmt: skip
     out = result.stdout + result.stderr
     assert "Traceback" not in out
-    assert result.returncode in (1, 2), out
-    assert len([ln for ln in result.stderr.splitlines() if ln.strip()]) == 1, out
+    assert result.returncode == 1, out
+    [line] = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert "ZeroDivisionError" in line and "DEBATE_BOT_LOG_LEVEL=DEBUG" in line
+
+
+def test_a_review_outside_the_checkout_is_named(tmp_path: Path) -> None:
+    inner = tmp_path / "checkout"
+    (inner / ".git").mkdir(parents=True)
+    (tmp_path / "other").mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "review", "../other", "--dry-run"],
+        cwd=inner, env=_clean_env(tmp_path), capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    out = result.stdout + result.stderr
+    assert "Traceback" not in out and result.returncode == 2, out
+    [line] = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert "outside this checkout" in line and "cd ../other" in line
