@@ -6,22 +6,30 @@ or `doctor` need not load the web app, the worker and the model clients.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
 
-from bot.config import Settings, format_validation_error
+from bot.config import Settings
 from bot.errors import BotError, ConfigError
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    # A failure is one line (main() below), never a page of frames.
+    pretty_exceptions_enable=False,
     help="debate-bot: structured adversarial debates between LLM personas on GitHub.",
 )
+
+Host = Annotated[
+    str | None, typer.Option(help="Listen address (default: DEBATE_BOT_HOST, 127.0.0.1)")
+]
 
 
 def _version(value: bool) -> None:
@@ -42,16 +50,38 @@ def _root(
     """debate-bot: structured adversarial debates between LLM personas on GitHub."""
 
 
-def _settings() -> Settings:
+def _settings(**overrides: Any) -> Settings:
+    """Settings from the environment and .env; options given on the command line win."""
+    from pydantic_settings import SettingsError
+
+    from bot.explain import format_settings_error, settings_variable
+
+    given = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return Settings()
+        return Settings(**given)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, source="settings")) from exc
+        raise ConfigError(format_settings_error(exc)) from exc
+    except SettingsError as exc:  # a JSON setting that does not parse
+        field = str(exc).split('"')[1] if str(exc).count('"') >= 2 else ""
+        name = settings_variable(field) if field else "a setting"
+        raise ConfigError(f"settings: {name}: not valid JSON (see docs/configuration.md)") from None
 
 
-def _fail(exc: BotError) -> typer.Exit:
-    typer.secho(f"error: {exc.public}", err=True, fg=typer.colors.RED)
-    return typer.Exit(2)
+def _database_url() -> str:
+    """For masking its password in a message, and naming it: the setting if it reads."""
+    try:
+        return Settings().database_url
+    except Exception:  # settings that do not validate: the environment's value
+        return os.environ.get("DEBATE_BOT_DATABASE_URL", "")
+
+
+def _fail(exc: BaseException) -> typer.Exit:
+    """One line on stderr with the cause and the fix (bot/explain.py); its exit code."""
+    from bot.explain import explain
+
+    result = explain(exc, database_url=_database_url())
+    typer.secho(f"error: {result.line}", err=True, fg=typer.colors.RED)
+    return typer.Exit(result.code)
 
 
 def _exit_with(command: Callable[[], int]) -> NoReturn:
@@ -63,43 +93,63 @@ def _exit_with(command: Callable[[], int]) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _run_service(*, web: bool, worker: bool) -> None:
+def _local_settings() -> Settings:
+    """A local run's settings: warnings on stderr unless DEBATE_BOT_LOG_LEVEL says
+    otherwise, so a dropped model call says why ("cannot connect (connection
+    refused)"), not only its class."""
+    settings = _settings()
+    if "log_level" in settings.model_fields_set:
+        return settings
+    return _settings(log_level="WARNING")
+
+
+def _run_service(settings: Settings, *, web: bool, worker: bool) -> None:
     from bot.service import run_service
 
-    try:
-        run_service(_settings(), web=web, worker=worker)
-    except ConfigError as exc:
-        raise _fail(exc) from None
+    run_service(settings, web=web, worker=worker)
 
 
 @app.command()
-def serve() -> None:
+def serve(
+    host: Host = None,
+    port: Annotated[int | None, typer.Option(help="Port (default: DEBATE_BOT_PORT, 3000)")] = None,
+) -> None:
     """Web server and embedded worker in one process (SQLite by default)."""
-    _run_service(web=True, worker=True)
+    _run_service(_settings(host=host, port=port), web=True, worker=True)
 
 
 @app.command()
-def web() -> None:
+def web(
+    host: Host = None,
+    port: Annotated[int | None, typer.Option(help="Port (default: DEBATE_BOT_PORT, 3000)")] = None,
+) -> None:
     """Web server only (scale-out: workers run separately on PostgreSQL)."""
-    _run_service(web=True, worker=False)
+    _run_service(_settings(host=host, port=port), web=True, worker=False)
 
 
 @app.command()
-def worker() -> None:
+def worker(
+    host: Host = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            help="Port for /healthz, /readyz and /metrics (default: DEBATE_BOT_WORKER_PORT; none)"
+        ),
+    ] = None,
+) -> None:
     """Worker only: claims deliveries and runs from the shared database."""
-    _run_service(web=False, worker=True)
+    _run_service(_settings(host=host, worker_port=port), web=False, worker=True)
 
 
 @app.command()
 def migrate() -> None:
     """Apply database migrations."""
+    from bot.explain import check_sqlite_folder
     from bot.store import RunStore
 
-    try:
-        settings = _settings()
-        RunStore.from_url(settings.database_url).migrate()
-    except BotError as exc:
-        raise _fail(exc) from None
+    settings = _settings()
+    check_sqlite_folder(settings.database_url)
+    RunStore.from_url(settings.database_url).migrate()
     typer.echo("migrations applied")
 
 
@@ -153,7 +203,7 @@ def run(
         output_dir=output_dir,
         no_tools=no_tools,
     )
-    _exit_with(lambda: run_local(_settings(), options))
+    _exit_with(lambda: run_local(_local_settings(), options))
 
 
 @app.command()
@@ -180,6 +230,8 @@ def review(
     """Design review of a repository (or a folder) on disk; writes a transcript like `run`."""
     from bot.local.console import LocalOptions, review_local
 
+    _check_review_target(path)
+
     options = LocalOptions(
         rounds=rounds,
         model=model,
@@ -188,7 +240,23 @@ def review(
         dry_run=dry_run,
         output_dir=output_dir,
     )
-    _exit_with(lambda: review_local(_settings(), options, path))
+    _exit_with(lambda: review_local(_local_settings(), options, path))
+
+
+def _check_review_target(path: Path) -> None:
+    """What `review` cannot read, named before it starts: a missing path, a file,
+    or a folder outside the checkout it is run from and in no checkout itself."""
+    target = path.resolve()
+    if not target.exists():
+        raise ConfigError(f"{path}: no such folder")
+    if not target.is_dir():
+        raise ConfigError(f"{path}: not a folder (a plan file is `debate-bot run {path}`)")
+    own = any((p / ".git").exists() for p in (target, *target.parents))
+    if not own and (Path.cwd() / ".git").exists():
+        raise ConfigError(
+            f"{path} is outside this checkout and in no checkout of its own: "
+            f"run `debate-bot review` from inside it (cd {path})"
+        )
 
 
 @app.command()
@@ -225,7 +293,15 @@ def setup(
     host: Annotated[str, typer.Option(help="Where the setup page listens")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port of the setup page")] = 3000,
     public_url: Annotated[
-        str | None, typer.Option(help="The service's public URL, for the webhook (default: local)")
+        str | None,
+        typer.Option(help="The service's public URL: GitHub posts webhooks to it"),
+    ] = None,
+    webhook_proxy_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Instead of a public URL: a webhook-proxy channel (https://smee.io/new) "
+            "the service follows; written as DEBATE_BOT_WEBHOOK_PROXY_URL"
+        ),
     ] = None,
     env_file: Annotated[Path, typer.Option(help="Where to write the settings")] = Path(".env"),
     force: Annotated[
@@ -235,6 +311,7 @@ def setup(
     """Register the GitHub App through GitHub's manifest flow; writes .env and the key."""
     import uvicorn
 
+    from bot.listen import bind_socket
     from bot.setup import SetupOptions, check_not_configured, create_setup_app
 
     options = SetupOptions(
@@ -243,11 +320,13 @@ def setup(
         host=host,
         port=port,
         public_url=public_url,
+        webhook_proxy_url=webhook_proxy_url,
         env_file=env_file,
         force=force,
     )
     try:
         check_not_configured(options)
+        sock = bind_socket(host, port)  # a busy port: one line, before "Open …"
     except BotError as exc:
         raise _fail(exc) from None
     installed: list[str] = []
@@ -263,10 +342,14 @@ def setup(
     )
     server = uvicorn.Server(config)
     typer.echo(f"Open {options.local_url}/setup to create the GitHub App.")
-    server.run()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
     if not installed:
         raise typer.Exit(1)
     typer.echo(f"Saved the app to {env_file}. Install it: {installed[0]}")
+    typer.echo('Then start it: debate-bot serve (or docker compose, README "Running it").')
 
 
 @app.command()
@@ -295,20 +378,74 @@ def doctor() -> None:
 
 @app.command()
 def replay(
-    file: Annotated[Path, typer.Argument(help="A webhook payload (JSON), posted byte for byte")],
-    event: Annotated[str, typer.Option(help="X-GitHub-Event, e.g. issue_comment")],
+    file: Annotated[
+        Path | None,
+        typer.Argument(help="A webhook payload (JSON), posted byte for byte"),
+    ] = None,
+    event: Annotated[
+        str | None, typer.Option(help="X-GitHub-Event of FILE, e.g. issue_comment")
+    ] = None,
+    comment: Annotated[
+        str | None,
+        typer.Option(help='Instead of FILE: an issue comment to deliver, e.g. "/debate status"'),
+    ] = None,
+    repo: Annotated[str | None, typer.Option(help="With --comment: OWNER/NAME")] = None,
+    issue: Annotated[
+        int | None, typer.Option(help="With --comment: the issue or PR number")
+    ] = None,
+    installation: Annotated[
+        int | None,
+        typer.Option(help="With --comment: the app's installation id on the repository"),
+    ] = None,
+    sender: Annotated[str, typer.Option(help="With --comment: who wrote it (a login)")] = "octocat",
+    pull_request: Annotated[
+        bool, typer.Option("--pull-request", help="With --comment: ISSUE is a pull request")
+    ] = False,
     url: Annotated[
         str | None,
         typer.Option(help="Webhook URL (default: this host's DEBATE_BOT_HOST/PORT)"),
     ] = None,
 ) -> None:
-    """Sign a payload with the webhook secret and post it to a running service."""
+    """Sign a delivery with the webhook secret and post it to a running service:
+    a payload file, or an issue comment built for --repo and --issue."""
     import httpx
 
-    from bot.replay import replay as post_delivery
+    from bot.replay import comment_payload, post_delivery, read_payload
 
     try:
-        result = post_delivery(_settings(), file, event, url)
+        settings = _settings()
+        if comment is not None:
+            missing = [
+                flag
+                for flag, value in (
+                    ("--repo", repo),
+                    ("--issue", issue),
+                    ("--installation", installation),
+                )
+                if value is None
+            ]
+            if file is not None or missing:
+                raise ConfigError(
+                    "--comment builds the payload: give --repo OWNER/NAME --issue N "
+                    "--installation ID and no FILE"
+                    + (f" (missing {', '.join(missing)})" if missing else "")
+                )
+            assert repo is not None and issue is not None and installation is not None
+            name = "issue_comment"
+            body = comment_payload(
+                settings,
+                comment=comment,
+                repo=repo,
+                issue=issue,
+                installation=installation,
+                sender=sender,
+                pull_request=pull_request,
+            )
+        elif file is None or event is None:
+            raise ConfigError('give FILE --event NAME, or --comment "/debate …" --repo --issue')
+        else:
+            name, body = event, read_payload(file, event)
+        result = post_delivery(settings, body, name, url)
     except BotError as exc:
         raise _fail(exc) from None
     except httpx.HTTPError as exc:
@@ -321,5 +458,63 @@ def replay(
 app.command(name="spend")(__import__("bot.spend_cli").spend_cli.spend)  # bot/spend_cli.py
 
 
+@app.command("check-config")
+def check_config(
+    path: Annotated[
+        Path,
+        typer.Argument(help="A .github/debate.yml, a plan (.md), or a checkout (default: here)"),
+    ] = Path("."),
+) -> None:
+    """Validate a repo config and plan frontmatter as the bot reads them: every
+    error with its key and line (exit 2), exit 0 when valid."""
+    from bot.checkconfig import check_config as check
+
+    report = check(path)
+    for line in report.errors:
+        typer.secho(f"error: {line}", err=True, fg=typer.colors.RED)
+    if report.errors:
+        raise typer.Exit(2)
+    for checked in report.checked:
+        typer.echo(f"{checked}: valid")
+
+
+@app.command()
+def runs(
+    repo: Annotated[str | None, typer.Option(help="Only this repository: OWNER/NAME")] = None,
+    state: Annotated[
+        str | None,
+        typer.Option(help="Only this state: queued, running, waiting, done, failed, ..."),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="How many, newest first")] = 20,
+) -> None:
+    """Recent runs from the store: state, age, cost and the link to their thread."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from bot.reports import recent_runs, rows
+
+    settings = _settings()
+    found = recent_runs(settings, repo=repo, state=state, limit=limit)
+    if not found:
+        typer.echo("no runs" + (" match" if repo or state else " yet"))
+        return
+    table = Table("run", "state", "age", "mode", "cost", "tokens", "thread", box=None)
+    for row in rows(settings, found):
+        table.add_row(*row)
+    Console(width=200).print(table)
+
+
 def main() -> None:
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        # Every failure a command let through: one line, never a traceback, unless
+        # the operator asked for the details.
+        if os.environ.get("DEBATE_BOT_LOG_LEVEL", "").upper() == "DEBUG":
+            raise
+        code = _fail(exc).exit_code
+        sys.exit(code)

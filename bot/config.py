@@ -242,7 +242,6 @@ class RepoConfig(BaseModel):
     on_unavailable: Literal["downgrade", "abort"] = "downgrade"
     quotas: Quotas = Field(default_factory=Quotas)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
-    public_transcript: Literal["full", "summary"] = "full"
     max_tokens_per_run: int = Field(default=400_000, ge=1000)
     arbitration: ArbitrationConfig = Field(default_factory=ArbitrationConfig)
     design_review: DesignReviewConfig = Field(default_factory=DesignReviewConfig)
@@ -285,12 +284,11 @@ def parse_yaml_mapping(text: str, *, source: str) -> dict[str, object]:
     return data
 
 
-def format_validation_error(exc: ValidationError, *, source: str) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-        parts.append(f"{loc}: {err['msg']}")
-    return f"{source}: " + "; ".join(parts)
+def format_validation_error(exc: ValidationError, *, source: str, text: str | None = None) -> str:
+    """Every error with its key; with the YAML ``text``, its line as well."""
+    from bot.yamllines import located_errors
+
+    return f"{source}: " + "; ".join(located_errors(exc, text))
 
 
 def load_repo_config(text: str | None, *, source: str = ".github/debate.yml") -> RepoConfig:
@@ -300,4 +298,4 @@ def load_repo_config(text: str | None, *, source: str = ".github/debate.yml") ->
     try:
         return RepoConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, source=source)) from exc
+        raise ConfigError(format_validation_error(exc, source=source, text=text)) from exc

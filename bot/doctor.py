@@ -3,6 +3,7 @@ with the fix. Secrets are never shown, only whether they are set."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,10 +15,12 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from bot.config import Settings
 from bot.debate.types import ModelRequest, Prompt, TurnKey
-from bot.errors import BotError, ConfigError
+from bot.errors import BotError, ConfigError, ModelError
+from bot.explain import check_sqlite_folder, explain, first_line
 from bot.github.gateway import GitHubGateway
 from bot.llm.router import ModelRouter
 from bot.manifest import load_app_manifest
+from bot.redact import redact_secrets
 from bot.store import RunStore
 
 PERMISSION_RANK = {"read": 1, "write": 2, "admin": 3}
@@ -44,7 +47,7 @@ def _settings_checks(settings: Settings, key: str | None, key_error: str) -> lis
             str(settings.app_id) if settings.app_id is not None else "not set",
         ),
         (
-            "private key",
+            "DEBATE_BOT_PRIVATE_KEY(_FILE)",
             "DEBATE_BOT_PRIVATE_KEY_FILE (or DEBATE_BOT_PRIVATE_KEY)",
             bool(key),
             key_source if key else key_error or "not set",
@@ -144,17 +147,14 @@ async def _github_checks(settings: Settings, manifest: dict[str, Any]) -> list[C
 
 
 def _database_checks(settings: Settings) -> list[Check]:
-    store = RunStore.from_url(settings.database_url)
     try:
-        if not store.ping():
-            return [
-                Check(
-                    "database",
-                    False,
-                    "unreachable",
-                    "check DEBATE_BOT_DATABASE_URL and that the server runs",
-                )
-            ]
+        check_sqlite_folder(settings.database_url)
+        store = RunStore.from_url(settings.database_url)
+    except ConfigError as exc:
+        return [Check("database", False, exc.public, "fix DEBATE_BOT_DATABASE_URL")]
+    except BotError as exc:
+        return [Check("database", False, exc.public, "check DEBATE_BOT_DATABASE_URL")]
+    try:
         head = ScriptDirectory.from_config(store.alembic_config()).get_current_head()
         with store.engine.connect() as conn:
             current = MigrationContext.configure(conn).get_current_revision()
@@ -169,7 +169,10 @@ def _database_checks(settings: Settings) -> list[Check]:
             ),
         ]
     except (BotError, sa.exc.SQLAlchemyError) as exc:
-        return [Check("database", False, type(exc).__name__, "check DEBATE_BOT_DATABASE_URL")]
+        # The driver's words ("connection refused", "password authentication
+        # failed"), the URL's password masked.
+        line = explain(exc, database_url=settings.database_url).line
+        return [Check("database", False, line, "check DEBATE_BOT_DATABASE_URL and the server")]
     finally:
         store.dispose()
 
@@ -186,20 +189,30 @@ async def _model_checks(settings: Settings) -> list[Check]:
                 "set DEBATE_BOT_DEFAULT_MODEL (and a provider key, e.g. OPENAI_API_KEY)",
             )
         ]
-    checks = []
-    async with ModelRouter(settings) as router:
-        for ref in models:
-            turn = await router.complete(_ping_request(ref))
-            ok = turn.status == "ok"
-            checks.append(
-                Check(
-                    f"model {ref}",
-                    ok,
-                    f"answered in {turn.usage.latency_ms} ms" if ok else str(turn.drop_class),
-                    "" if ok else "check the provider's key, base URL and the model's name",
-                )
-            )
-    return checks
+    # One attempt each: a server that refuses says so now, not after the backoff.
+    async with ModelRouter(settings.model_copy(update={"model_max_retries": 0})) as router:
+        return [await _model_check(router, ref) for ref in models]
+
+
+async def _model_check(router: ModelRouter, ref: str) -> Check:
+    name = f"model {ref}"
+    fix = "check the provider's key, base URL and the model's name"
+    try:
+        provider, model = router.resolve(ref)
+    except ConfigError as exc:
+        return Check(name, False, exc.public, "name it as provider/model")
+    if provider not in router.available_providers():
+        variable = f"{provider.upper()}_API_KEY"
+        return Check(name, False, f"no credentials for {provider}", f"set {variable}")
+    request = _ping_request(ref)
+    started = time.monotonic()
+    try:
+        await router.provider(provider).generate(model, request.prompt, request.max_output_tokens)
+    except ModelError as exc:
+        # e.g. "openai: cannot connect (connection refused)"; secrets already scrubbed.
+        detail = redact_secrets(first_line(str(exc)) or exc.drop_class)
+        return Check(name, False, f"{exc.drop_class}: {detail}", fix)
+    return Check(name, True, f"answered in {int((time.monotonic() - started) * 1000)} ms")
 
 
 def _ping_request(ref: str) -> ModelRequest:

@@ -51,22 +51,32 @@ _HEALTH_HELP: Final = {
 }
 
 
-class _RunHealth(Collector):
-    """The store's ``run_health()`` figures as gauges, read at scrape time."""
+class _StoreFigures(Collector):
+    """Figures the store reads at scrape time (``run_health()``,
+    ``delivery_backlog()``) as gauges named ``<prefix><figure>``."""
 
-    def __init__(self, health: Callable[[], dict[str, float]]) -> None:
-        self._health = health
+    def __init__(
+        self, prefix: str, helps: dict[str, str], read: Callable[[], dict[str, float]]
+    ) -> None:
+        self._prefix, self._helps, self._read = prefix, helps, read
 
     def collect(self) -> list[Metric]:
         try:
-            figures = self._health()
+            figures = self._read()
         except Exception:  # a scrape must not fail because the database is down
             return []
         return [
-            GaugeMetricFamily(f"debate_bot_runs_{name}", _HEALTH_HELP[name], value=figures[name])
-            for name in _HEALTH_HELP
+            GaugeMetricFamily(self._prefix + name, help_text, value=figures[name])
+            for name, help_text in self._helps.items()
             if name in figures
         ]
+
+
+# A backlog with no worker shows here while every run gauge stays at 0.
+_BACKLOG_HELP: Final = {
+    "pending": "Webhook deliveries stored and waiting for a worker",
+    "oldest_pending_age_seconds": "Age of the oldest pending delivery (0: none pending)",
+}
 
 
 class _RateLimits(Collector):
@@ -210,7 +220,11 @@ class Metrics:
     ) -> None:
         self.registry.register(_RunStates(counts))
         if health is not None:
-            self.registry.register(_RunHealth(health))
+            self.registry.register(_StoreFigures("debate_bot_runs_", _HEALTH_HELP, health))
+
+    def watch_deliveries(self, backlog: Callable[[], dict[str, float]]) -> None:
+        """``debate_bot_deliveries_pending`` and ``…_oldest_pending_age_seconds``."""
+        self.registry.register(_StoreFigures("debate_bot_deliveries_", _BACKLOG_HELP, backlog))
 
     def watch_rate_limits(self, remaining: Callable[[], dict[int, int]]) -> None:
         """``debate_bot_github_rate_limit_remaining``: the last x-ratelimit-remaining

@@ -4,8 +4,10 @@ running service, for trying triggers locally without GitHub."""
 from __future__ import annotations
 
 import json
+import secrets
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -14,6 +16,7 @@ from bot.app.webhook import known_events, local_webhook_url
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.github.webhooks import SIGNATURE_HEADER, sign
+from bot.reports import html_base
 from bot.worker.triggers import build_router
 
 
@@ -51,6 +54,106 @@ def replay(
     if settings.webhook_secret is None:
         raise ConfigError("set DEBATE_BOT_WEBHOOK_SECRET (the secret the service verifies with)")
     body = read_payload(file, event)
+    return post_delivery(settings, body, event, url, timeout_s=timeout_s)
+
+
+def comment_payload(
+    settings: Settings,
+    *,
+    comment: str,
+    repo: str,
+    issue: int,
+    installation: int,
+    sender: str,
+    pull_request: bool = False,
+) -> bytes:
+    """An ``issue_comment.created`` delivery in GitHub's shape (the fields of
+    tests/fixtures/webhooks/issue_comment.created.with-installation.json that a
+    handler reads, with their real names and types), for ``repo`` and ``issue``."""
+    owner, sep, name = repo.partition("/")
+    if not sep or not owner or not name or "/" in name:
+        raise ConfigError(f"--repo {repo!r}: expected OWNER/NAME")
+    if issue < 1:
+        raise ConfigError("--issue: expected an issue or pull request number (1 or more)")
+    if not comment.strip():
+        raise ConfigError("--comment: the comment is empty")
+    api = settings.github_api_url.rstrip("/")
+    html = html_base(api)
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    comment_id = secrets.randbelow(2**40) + 1  # fresh, so never a duplicate comment
+
+    def user(login: str, account_id: int) -> dict[str, object]:
+        return {
+            "login": login,
+            "id": account_id,
+            "url": f"{api}/users/{login}",
+            "html_url": f"{html}/{login}",
+            "type": "User",
+            "site_admin": False,
+        }
+
+    repo_url = f"{api}/repos/{repo}"
+    issue_url = f"{repo_url}/issues/{issue}"
+    kind = "pull" if pull_request else "issues"
+    issue_doc: dict[str, object] = {
+        "url": issue_url,
+        "repository_url": repo_url,
+        "comments_url": f"{issue_url}/comments",
+        "html_url": f"{html}/{repo}/{kind}/{issue}",
+        "id": issue,
+        "number": issue,
+        "title": f"Replayed issue #{issue}",
+        "user": user(sender, 1),
+        "labels": [],
+        "state": "open",
+        "locked": False,
+        "comments": 0,
+        "created_at": now,
+        "updated_at": now,
+        "author_association": "OWNER",
+        "body": "",
+    }
+    if pull_request:
+        issue_doc["pull_request"] = {
+            "url": f"{repo_url}/pulls/{issue}",
+            "html_url": f"{html}/{repo}/pull/{issue}",
+        }
+    doc = {
+        "action": "created",
+        "issue": issue_doc,
+        "comment": {
+            "url": f"{repo_url}/issues/comments/{comment_id}",
+            "html_url": f"{html}/{repo}/{kind}/{issue}#issuecomment-{comment_id}",
+            "issue_url": issue_url,
+            "id": comment_id,
+            "user": user(sender, 1),
+            "created_at": now,
+            "updated_at": now,
+            "author_association": "OWNER",
+            "body": comment,
+        },
+        "repository": {
+            "id": 1,
+            "name": name,
+            "full_name": repo,
+            "private": False,
+            "owner": user(owner, 1),
+            "html_url": f"{html}/{repo}",
+            "url": repo_url,
+            "default_branch": "main",
+        },
+        "sender": user(sender, 1),
+        "installation": {"id": installation},
+    }
+    return json.dumps(doc).encode()
+
+
+def post_delivery(
+    settings: Settings, body: bytes, event: str, url: str | None = None, *, timeout_s: float = 10.0
+) -> ReplayResult:
+    """Post ``body`` signed as one delivery of ``event``. ``httpx.HTTPError`` when unreachable."""
+    if settings.webhook_secret is None:
+        raise ConfigError("set DEBATE_BOT_WEBHOOK_SECRET (the secret the service verifies with)")
     secret = settings.webhook_secret.get_secret_value().encode()
     delivery_id = str(uuid.uuid4())
     response = httpx.post(

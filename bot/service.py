@@ -7,6 +7,7 @@ import ctypes
 import importlib.util
 import os
 import signal
+import socket
 import sys
 from collections.abc import Iterator
 
@@ -21,7 +22,9 @@ from bot.app.redeliver import redeliver_forever
 from bot.app.webhook import local_webhook_url
 from bot.config import Settings
 from bot.errors import ConfigError
+from bot.explain import check_sqlite_folder
 from bot.github.gateway import GitHubGateway
+from bot.listen import bind_socket
 from bot.llm.router import ModelRouter
 from bot.logs import configure_logging, get_logger
 from bot.metrics import Metrics, github_error_kind
@@ -36,6 +39,7 @@ log = get_logger(__name__)
 
 
 def open_store(settings: Settings) -> RunStore:
+    check_sqlite_folder(settings.database_url)
     size = settings.database_pool_size
     # A fixed pool, opened as needed and kept: connections opened for a burst and
     # closed after it cost PostgreSQL a backend process each, and the burst a wait.
@@ -113,7 +117,21 @@ def _limit_malloc_arenas(arenas: int = 2) -> None:
     mallopt(_M_ARENA_MAX, arenas)
 
 
-async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
+def bind_service(settings: Settings, *, web: bool) -> socket.socket | None:
+    """The socket the service will listen on (None: a worker without a port),
+    bound first: a busy port is a ConfigError before anything starts."""
+    if web:
+        return bind_socket(settings.host, settings.port, setting="DEBATE_BOT_PORT")
+    if settings.worker_port is not None:
+        return bind_socket(settings.host, settings.worker_port, setting="DEBATE_BOT_WORKER_PORT")
+    return None
+
+
+async def serve_async(
+    settings: Settings, *, web: bool, worker: bool, sock: socket.socket | None = None
+) -> None:
+    if sock is None:
+        sock = bind_service(settings, web=web)
     _skip_missing_sniffio()
     _limit_malloc_arenas()  # before the first store call starts a thread
     # Store calls run in threads (the store is synchronous), about one per run or
@@ -130,6 +148,7 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
     metrics.watch_spend(
         store.spend_totals, store.installation_month_spend, settings.budget_installation_month_usd
     )
+    metrics.watch_deliveries(store.delivery_backlog)
     wake = lambda: None  # noqa: E731
     svc: Services | None = None
     if worker:
@@ -182,13 +201,13 @@ async def serve_async(settings: Settings, *, web: bool, worker: bool) -> None:
                 lambda: web_server.started,
             )
             log.info("web.listening", host=settings.host, port=settings.port)
-            tg.start_soon(_serve_web, server, stop)
+            tg.start_soon(_serve_web, server, stop, sock)
         elif settings.worker_port is not None:
             server = _http_server(
                 create_ops_app(store, metrics), settings.host, settings.worker_port
             )
             log.info("worker.listening", host=settings.host, port=settings.worker_port)
-            tg.start_soon(_serve_web, server, stop)
+            tg.start_soon(_serve_web, server, stop, sock)
         await stop.wait()
         # SIGTERM: stop taking webhooks, drain the worker (in-flight model calls
         # finish within the grace, their runs are handed back), then end the rest.
@@ -214,8 +233,9 @@ def _http_server(app: FastAPI, host: str, port: int) -> _Server:
     return _Server(config)
 
 
-async def _serve_web(server: uvicorn.Server, stop: anyio.Event) -> None:
-    await server.serve()  # returns once should_exit is set (or it failed to start)
+async def _serve_web(server: uvicorn.Server, stop: anyio.Event, sock: socket.socket | None) -> None:
+    # returns once should_exit is set (or it failed to start)
+    await server.serve(sockets=[sock] if sock is not None else None)
     stop.set()
 
 
@@ -237,6 +257,11 @@ async def _on_signals(
 
 
 def run_service(settings: Settings, *, web: bool, worker: bool) -> None:
+    sock = bind_service(settings, web=web)  # before the first log line says anything
     configure_logging(settings.log_level, json=settings.log_json)
-    with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(lambda: serve_async(settings, web=web, worker=worker))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            anyio.run(lambda: serve_async(settings, web=web, worker=worker, sock=sock))
+    finally:
+        if sock is not None:
+            sock.close()

@@ -3,11 +3,17 @@
 A local page posts deploy/app.yml (with this host's URLs) to GitHub; GitHub
 creates the app and redirects back with a one-time code; the callback checks
 the random ``state``, exchanges the code for the app's id, key and webhook
-secret, and writes them to a key file and ``.env`` (both 0600)."""
+secret, and writes them to ``.env`` (the key inline, so `docker compose` reads
+the same file) and to a key file for `helm --set-file` (both 0600).
+
+GitHub must reach the webhook URL: the service's public URL (``--public-url``)
+or a webhook-proxy channel (``--webhook-proxy-url``, written as
+``DEBATE_BOT_WEBHOOK_PROXY_URL``: the service follows it, as Probot does)."""
 
 from __future__ import annotations
 
 import html
+import ipaddress
 import json
 import os
 import secrets
@@ -15,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -33,7 +40,8 @@ class SetupOptions:
     org: str | None = None
     host: str = "127.0.0.1"
     port: int = 3000
-    public_url: str | None = None  # where GitHub will send webhooks; default: this host
+    public_url: str | None = None  # where GitHub will send webhooks
+    webhook_proxy_url: str | None = None  # or a channel the service follows
     env_file: Path = Path(".env")
     force: bool = False
 
@@ -42,9 +50,21 @@ class SetupOptions:
         return f"http://{self.host}:{self.port}"
 
     @property
+    def on_github_com(self) -> bool:
+        return self.github_url.rstrip("/") == "https://github.com"
+
+    @property
     def api_url(self) -> str:
         base = self.github_url.rstrip("/")
-        return "https://api.github.com" if base == "https://github.com" else base + "/api/v3"
+        return "https://api.github.com" if self.on_github_com else base + "/api/v3"
+
+    @property
+    def webhook_url(self) -> str:
+        """Where GitHub posts deliveries: the proxy channel, else the public URL
+        (a GitHub Enterprise Server on this network may reach this host)."""
+        if self.webhook_proxy_url:
+            return self.webhook_proxy_url
+        return (self.public_url or self.local_url).rstrip("/") + WEBHOOK_PATH
 
     @property
     def new_app_url(self) -> str:
@@ -53,8 +73,46 @@ class SetupOptions:
         return f"{base}{owner}/settings/apps/new"
 
 
+def _loopback(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified or address.is_private
+
+
+def check_options(options: SetupOptions) -> None:
+    """Refuse what cannot work before anything is registered: github.com cannot
+    deliver webhooks to this machine's loopback (or private) address."""
+    for flag, url in (
+        ("--public-url", options.public_url),
+        ("--webhook-proxy-url", options.webhook_proxy_url),
+    ):
+        if url is not None and urlsplit(url).scheme not in ("http", "https"):
+            raise ConfigError(f"{flag} {url!r}: expected an http(s) URL")
+    if options.public_url and options.webhook_proxy_url:
+        raise ConfigError("give --public-url or --webhook-proxy-url, not both")
+    if not options.on_github_com or options.webhook_proxy_url:
+        return
+    if options.public_url is None or _loopback(options.public_url):
+        given = (
+            f"{options.public_url} is not reachable from github.com"
+            if options.public_url
+            else ("github.com needs a webhook URL it can reach")
+        )
+        raise ConfigError(
+            f"{given}: use --public-url https://YOUR-HOST (where this service will run), "
+            "or for trying it on this machine --webhook-proxy-url with a channel from "
+            "https://smee.io/new (the service follows it; written as DEBATE_BOT_WEBHOOK_PROXY_URL)"
+        )
+
+
 def check_not_configured(options: SetupOptions) -> None:
     """Never overwrite an existing app's settings without ``--force``."""
+    check_options(options)
     if options.force or not options.env_file.exists():
         return
     if any(line.startswith("DEBATE_BOT_APP_ID=") for line in _lines(options.env_file)):
@@ -66,11 +124,11 @@ def check_not_configured(options: SetupOptions) -> None:
 
 def manifest_for(options: SetupOptions) -> dict[str, Any]:
     manifest = load_app_manifest()
-    public = (options.public_url or options.local_url).rstrip("/")
+    homepage = (options.public_url or options.webhook_proxy_url or options.local_url).rstrip("/")
     return {
         **manifest,
-        "url": public,
-        "hook_attributes": {**manifest.get("hook_attributes", {}), "url": public + WEBHOOK_PATH},
+        "url": homepage,
+        "hook_attributes": {**manifest.get("hook_attributes", {}), "url": options.webhook_url},
         "redirect_url": options.local_url + CALLBACK_PATH,
     }
 
@@ -87,20 +145,44 @@ def _write_private(path: Path, text: str) -> None:
     path.chmod(0o600)
 
 
+def _quoted(value: str) -> str:
+    """A double-quoted .env value: python-dotenv (the service) and Docker
+    Compose's env_file both turn ``\\n`` back into a newline."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + escaped.replace("\n", "\\n") + '"'
+
+
+# Written by setup; an older line of any of them is replaced, never kept beside.
+SETUP_VARIABLES = (
+    "DEBATE_BOT_APP_ID",
+    "DEBATE_BOT_PRIVATE_KEY",
+    "DEBATE_BOT_PRIVATE_KEY_FILE",
+    "DEBATE_BOT_WEBHOOK_SECRET",
+    "DEBATE_BOT_GITHUB_API_URL",
+    "DEBATE_BOT_WEBHOOK_PROXY_URL",
+)
+
+
 def save_app(options: SetupOptions, app: dict[str, Any]) -> Path:
-    """The key file and ``.env`` lines for the app GitHub created; other lines are kept."""
+    """``.env`` lines for the app GitHub created (other lines are kept), and the
+    key again as a file, for `helm install --set-file secret.privateKey=…`."""
     slug = str(app.get("slug") or "debate-bot")
     key_file = (options.env_file.parent / f"{slug}.private-key.pem").resolve()
-    _write_private(key_file, str(app["pem"]))
+    pem = str(app["pem"])
+    _write_private(key_file, pem)
     values = {
         "DEBATE_BOT_APP_ID": str(app["id"]),
-        "DEBATE_BOT_PRIVATE_KEY_FILE": str(key_file),
+        # Inline, not a path: a path on this machine means nothing in a container.
+        "DEBATE_BOT_PRIVATE_KEY": _quoted(pem),
         "DEBATE_BOT_WEBHOOK_SECRET": str(app["webhook_secret"]),
+        "DEBATE_BOT_GITHUB_API_URL": options.api_url,
     }
+    if options.webhook_proxy_url:
+        values["DEBATE_BOT_WEBHOOK_PROXY_URL"] = options.webhook_proxy_url
     kept = [
         line
         for line in _lines(options.env_file)
-        if line.split("=", 1)[0] not in {*values, "DEBATE_BOT_PRIVATE_KEY"}
+        if line.split("=", 1)[0].strip() not in SETUP_VARIABLES
     ]
     _write_private(
         options.env_file, "\n".join([*kept, *(f"{k}={v}" for k, v in values.items())]) + "\n"

@@ -51,11 +51,23 @@ def test_the_docs_show_exactly_the_tested_workflow() -> None:
 def test_the_workflow_asks_for_only_what_the_bot_needs() -> None:
     wf = yaml.safe_load(WORKFLOW.read_text())
     triggers = wf[True]  # YAML 1.1 reads the key `on` as a boolean
-    assert triggers == {"issue_comment": {"types": ["created"]}, "issues": {"types": ["labeled"]}}
+    # Every trigger the docs promise: comments on issues and PRs, `/debate
+    # arbitrate` in a review thread, the label on issues and on PRs.
+    assert triggers == {
+        "issue_comment": {"types": ["created"]},
+        "pull_request_review_comment": {"types": ["created"]},
+        "issues": {"types": ["labeled"]},
+        "pull_request": {"types": ["labeled", "synchronize"]},
+    }
     assert wf["permissions"] == {"contents": "read", "issues": "write", "pull-requests": "write"}
-    assert "github.event.issue.number" in wf["concurrency"]["group"]
     job = wf["jobs"]["debate"]
+    # Per issue or PR, on the job (after its `if`), never cancelling a waiting debate.
+    assert "concurrency" not in wf
+    group = job["concurrency"]["group"]
+    assert "github.event.issue.number" in group and "github.event.pull_request.number" in group
+    assert job["concurrency"]["cancel-in-progress"] is False
     assert "startsWith(github.event.comment.body, '/debate')" in job["if"]
+    assert "pull_request_review_comment" in job["if"]
     [step] = job["steps"]
     assert all("secrets." in v for k, v in step["with"].items() if k.endswith("api-key"))
 
@@ -66,6 +78,12 @@ def test_the_action_installs_the_locked_runtime_and_runs_the_action_command() ->
     assert action["inputs"]["github-token"]["default"] == "${{ github.token }}"
     script = "\n".join(step.get("run", "") for step in action["runs"]["steps"])
     assert "requirements-runtime.lock" in script and "--no-deps" in script
+    # The locked install is cached, keyed by the lock file's hash and Python.
+    [cache] = [
+        s for s in action["runs"]["steps"] if str(s.get("uses", "")).startswith("actions/cache@")
+    ]
+    assert "debate-bot-venv" in cache["with"]["path"]
+    assert "inputs.python-version" in cache["with"]["key"] and "lock" in cache["with"]["key"]
     assert script.rstrip().endswith('debate-bot" action')
     for name in action["inputs"]:  # every input reaches the bot
         assert f"inputs.{name}" in ACTION.read_text()

@@ -119,7 +119,10 @@ def test_compose_builds_the_deploy_dockerfile() -> None:
         context = (DEPLOY / build["context"]).resolve()
         assert context == ROOT, f"{where}:{name}: build context {context}"
         assert (context / build["dockerfile"]).resolve() == DOCKERFILE, f"{where}:{name}"
-        assert svc.get("env_file") in (".env", [".env"]), f"{where}:{name}: env_file .env"
+        # Exactly the file `debate-bot setup` writes when run at the repository root.
+        env_file = svc.get("env_file")
+        assert isinstance(env_file, str), f"{where}:{name}: one env_file"
+        assert (DEPLOY / env_file).resolve() == ROOT / ".env", f"{where}:{name}: {env_file}"
 
 
 def test_scale_out_compose_order_and_database() -> None:

@@ -42,7 +42,7 @@ def test_a_healthy_deployment_passes(harness: Harness, tmp_path: Path) -> None:
     checks = rows(result.stdout)
     for name in (
         "DEBATE_BOT_APP_ID",
-        "private key",
+        "DEBATE_BOT_PRIVATE_KEY(_FILE)",
         "DEBATE_BOT_WEBHOOK_SECRET",
         "private key parses",
         "GitHub accepts the app",
@@ -105,6 +105,32 @@ def test_an_unreadable_key_file_is_a_failed_check(harness: Harness, tmp_path: Pa
     result = doctor(env, tmp_path)
     assert result.returncode == 1, result.stderr
     checks = rows(result.stdout)
-    assert "✗" in checks["private key"] and "cannot read" in checks["private key"]
-    assert "set DEBATE_BOT_PRIVATE_KEY_FILE" in checks["private key"]
+    assert (
+        "✗" in checks["DEBATE_BOT_PRIVATE_KEY(_FILE)"]
+        and "cannot read" in checks["DEBATE_BOT_PRIVATE_KEY(_FILE)"]
+    )
+    assert "set DEBATE_BOT_PRIVATE_KEY_FILE" in checks["DEBATE_BOT_PRIVATE_KEY(_FILE)"]
     assert "GitHub accepts the app" not in checks
+
+
+def test_refused_connections_are_named(harness: Harness, tmp_path: Path) -> None:
+    """A model server and a PostgreSQL that refuse: doctor says "connection
+    refused" with the driver's words, the password masked."""
+    from tests.harness.service import free_port
+
+    closed = free_port()
+    env = {
+        **harness.env,
+        "OPENAI_BASE_URL": f"http://127.0.0.1:{closed}/v1",
+        "DEBATE_BOT_DEFAULT_MODELS": '["openai/gpt-4.1-mini"]',
+        "DEBATE_BOT_DATABASE_URL": f"postgresql://bot:hunter2pw@127.0.0.1:{closed}/bot",
+    }
+    result = doctor(env, tmp_path)
+    assert result.returncode == 1
+    checks = rows(result.stdout)
+    model = checks["model openai/gpt-4.1-mini"]
+    assert "✗" in model and "connection refused" in model.lower(), result.stdout
+    assert "✗" in checks["database"]
+    # The table may wrap a long cell onto more lines: the driver's words are there.
+    assert "connection refused" in " ".join(result.stdout.split()).lower()
+    assert "hunter2pw" not in result.stdout + result.stderr

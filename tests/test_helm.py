@@ -400,3 +400,82 @@ def test_a_numeric_app_id_stays_an_integer(app_id: object) -> None:
     data = one(docs, "Secret", f"{RELEASE}-debate-bot")["stringData"]
     assert data["DEBATE_BOT_APP_ID"] == "1234567"
     assert Settings(app_id=data["DEBATE_BOT_APP_ID"]).app_id == 1234567
+
+
+# --- values people set, and the Kubernetes API ------------------------------------
+
+# The oldest and newest Kubernetes minor versions the chart supports (Chart.yaml
+# kubeVersion), by the API schemas kubernetes-validate bundles.
+KUBERNETES_VERSIONS = ("1.29.0", "1.35.0")
+
+# Values as `helm install --set …` gives them: a list given by index replaces the
+# whole list of values.yaml (the ingress host without its paths, say).
+COMMON_SETS: dict[str, dict[str, Any]] = {
+    "--set ingress.hosts[0].host": {
+        "ingress": {"enabled": True, "hosts": [{"host": "bot.example.com"}]}
+    },
+    "ingress with tls and a class": {
+        "ingress": {
+            "enabled": True,
+            "className": "nginx",
+            "hosts": [{"host": "bot.example.com", "paths": [{"path": "/api/github/webhooks"}]}],
+            "tls": [{"secretName": "bot-tls", "hosts": ["bot.example.com"]}],
+        }
+    },
+    "own image and pull secret": {
+        "image": {"repository": "registry.example.com/you/debate-bot", "tag": "0.1.0"},
+        "imagePullSecrets": [{"name": "my-registry"}],
+    },
+    "autoscaled workers": {"worker": {"autoscaling": {"enabled": True, "maxReplicas": 4}}},
+    "load balancer": {"service": {"type": "LoadBalancer"}},
+    "one replica, no PDB": {"web": {"replicas": 1, "pdb": {"enabled": False}}},
+    "from setup's .env": ALL_SECRETS,
+    "existing secret": {"existingSecret": "my-debate-bot"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMMON_SETS))
+def test_common_values_render_manifests_the_api_accepts(name: str) -> None:
+    import kubernetes_validate
+
+    docs = render(COMMON_SETS[name])
+    checked = 0
+    for doc in docs:
+        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue  # Prometheus Operator CRDs: not in the core API schemas
+        for version in KUBERNETES_VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
+        checked += 1
+    assert checked >= 5
+
+
+def test_an_ingress_host_set_alone_gets_the_webhook_path() -> None:
+    [ingress] = of_kind(render(COMMON_SETS["--set ingress.hosts[0].host"]), "Ingress")
+    [rule] = ingress["spec"]["rules"]
+    assert rule["http"]["paths"][0]["path"] == "/api/github/webhooks"
+    assert rule["http"]["paths"][0]["pathType"] == "Exact"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"ingres": {"enabled": True}},  # a typo of a key
+        {"web": {"replicas": "two"}},
+        {"image": {"pullPolicy": "Sometimes"}},
+        {"config": {"extra": {"WORKER_CONCURRENCY": "8"}}},  # not a setting's name
+        {"ingress": {"enabled": True, "hosts": [{"paths": [{"path": "/"}]}]}},  # no host
+    ],
+)
+def test_the_chart_refuses_values_its_schema_does_not_allow(values: dict[str, Any]) -> None:
+    with pytest.raises(Exception, match="schema"):
+        render(values)
+
+
+def test_the_schema_accepts_the_defaults_and_the_validator_catches_a_broken_manifest() -> None:
+    import kubernetes_validate
+
+    docs = render({})
+    [web] = [d for d in workloads(docs) if d["metadata"]["name"].endswith("-web")]
+    broken = {**web, "spec": {**web["spec"], "replicas": "two"}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSIONS[0], strict=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from dotenv import dotenv_values
 
 from tests.fakes.github_server import FakeGitHub
 from tests.harness.service import APP_ID, free_port
@@ -88,10 +89,16 @@ def test_the_manifest_flow_writes_the_app_settings(github: FakeGitHub, tmp_path:
         setup.kill()
     assert code == 0
     assert f"{github.url}/apps/{github.app_slug}/installations/new" in out
-    env = dict(line.split("=", 1) for line in (tmp_path / ".env").read_text().splitlines())
+    # Read as the service (python-dotenv) and Docker Compose's env_file read it.
+    env = dotenv_values(tmp_path / ".env")
     assert env["DEBATE_BOT_APP_ID"] == str(APP_ID)
     assert env["DEBATE_BOT_WEBHOOK_SECRET"] == github.manifest_webhook_secret
-    key = Path(env["DEBATE_BOT_PRIVATE_KEY_FILE"])
+    # GitHub Enterprise Server: the service must call its API, not api.github.com.
+    assert env["DEBATE_BOT_GITHUB_API_URL"] == github.url + GHES_PREFIX
+    # The key inline (a host path means nothing in a container), and as a file for Helm.
+    assert env["DEBATE_BOT_PRIVATE_KEY"] == github.manifest_private_key
+    assert "DEBATE_BOT_PRIVATE_KEY_FILE" not in env
+    key = tmp_path / f"{github.app_slug}.private-key.pem"
     assert key.read_text() == github.manifest_private_key
     for path in (key, tmp_path / ".env"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -99,7 +106,10 @@ def test_the_manifest_flow_writes_the_app_settings(github: FakeGitHub, tmp_path:
     doctor = subprocess.run(
         [sys.executable, "-m", "bot", "doctor"],
         cwd=tmp_path,
-        env={**os.environ, "DEBATE_BOT_GITHUB_API_URL": github.api_url, "COLUMNS": "200"},
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("DEBATE_BOT_")},
+            "COLUMNS": "200",
+        },
         capture_output=True,
         text=True,
         timeout=60,
@@ -152,3 +162,55 @@ def test_an_existing_app_is_kept_without_force(github: FakeGitHub, tmp_path: Pat
     text = (tmp_path / ".env").read_text()
     assert "OPENAI_API_KEY=sk-keep" in text  # other settings are kept
     assert f"DEBATE_BOT_APP_ID={APP_ID}" in text and "DEBATE_BOT_APP_ID=1\n" not in text
+
+
+def test_github_com_needs_a_url_it_can_reach(tmp_path: Path) -> None:
+    """github.com cannot post to this machine's loopback: refused with the advice,
+    before anything listens; a proxy channel is the way to try it locally."""
+    for args in (
+        [],
+        ["--public-url", "http://localhost:3000"],
+        ["--public-url", "http://10.0.0.5"],
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "bot", "setup", "--port", str(free_port()), *args],
+            cwd=tmp_path, capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        assert result.returncode == 2, result.stderr
+        assert "--webhook-proxy-url" in result.stderr and "--public-url" in result.stderr
+        assert "Traceback" not in result.stderr and not result.stdout
+
+
+def test_a_proxy_channel_is_the_webhook_url_and_is_written(
+    github: FakeGitHub, tmp_path: Path
+) -> None:
+    channel = "https://smee.io/aBcDeF123"
+    setup = Setup(tmp_path, github, "--webhook-proxy-url", channel)
+    try:
+        action, manifest_json = setup.form()
+        assert json.loads(manifest_json)["hook_attributes"]["url"] == channel
+        httpx.post(action, data={"manifest": manifest_json}, follow_redirects=True)
+        code, out, _ = setup.finish()
+    finally:
+        setup.kill()
+    assert code == 0
+    env = dotenv_values(tmp_path / ".env")
+    assert env["DEBATE_BOT_WEBHOOK_PROXY_URL"] == channel
+    assert "debate-bot serve" in out
+
+
+def test_a_busy_port_is_one_line_before_the_page_is_offered(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "bot", "setup", "--port", str(port),
+             "--public-url", "https://bot.example"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+    assert result.returncode == 2
+    assert "address already in use" in result.stderr and "--port" in result.stderr
+    assert "Open" not in result.stdout

@@ -78,7 +78,7 @@ def parse_plan(text: str, *, source: str, mode: Mode | None = None) -> Plan:
     try:
         fm = PlanFrontmatter.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, source=source)) from exc
+        raise ConfigError(format_validation_error(exc, source=source, text=fm_text)) from exc
     if not body.strip():
         raise ConfigError(f"{source}: the plan is empty (nothing after the frontmatter)")
     resolved: Mode = mode or fm.mode or choose_mode(body)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -176,7 +177,7 @@ async def _send(
         ) from exc
     except httpx.ConnectError as exc:
         raise TransientModelError(
-            f"{label}: cannot connect ({type(exc).__name__})", drop_class="unavailable"
+            f"{label}: cannot connect ({connect_reason(exc)})", drop_class="unavailable"
         ) from exc
     except httpx.TransportError as exc:
         raise TransientModelError(
@@ -343,3 +344,20 @@ def _strategies(
         RetryAfterOrBackoff(policy),
         retry_if_exception_type(TransientModelError),
     )
+
+
+def connect_reason(exc: BaseException) -> str:
+    """The operating system's words for a failed connect ("connection refused",
+    "name or service not known"), found along the exception's causes."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and (seen.errno or seen.strerror):
+            # errno's words: asyncio's own text is "Connect call failed (…)".
+            text = os.strerror(seen.errno) if seen.errno else str(seen.strerror)
+            return text[:1].lower() + text[1:]
+        text = str(seen)
+        if text.startswith("[Errno") and "] " in text:  # httpcore keeps only the text
+            reason = text.split("] ", 1)[1]
+            return reason[:1].lower() + reason[1:]
+        seen = seen.__cause__ or seen.__context__
+    return type(exc).__name__

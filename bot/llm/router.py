@@ -181,6 +181,10 @@ class ModelRouter:
         """Providers that have credentials or an endpoint (``scripted`` always)."""
         return self._available
 
+    def provider(self, name: str) -> Provider:
+        """The provider ``resolve`` named, for a direct probe (`debate-bot doctor`)."""
+        return self._providers[name]
+
     def resolve(self, model_ref: str) -> tuple[str, str]:
         """``provider/model`` → (provider, model name); ConfigError if it names no provider."""
         provider, sep, name = model_ref.strip().partition("/")

@@ -28,6 +28,7 @@ from bot.store.ledger import LedgerQueries
 from bot.store.model_limits import ModelLimitQueries
 from bot.store.pacing import PacingQueries
 from bot.store.redeliveries import RedeliveryQueries
+from bot.store.reports import ReportQueries
 from bot.store.runs import RunQueries
 from bot.store.schedules import ScheduleQueries
 from bot.store.steps import StepQueries
@@ -48,6 +49,7 @@ class RunStore(
     ScheduleQueries,
     PacingQueries,
     StepQueries,
+    ReportQueries,
     ModelLimitQueries,
     LedgerQueries,
 ):

@@ -19,7 +19,7 @@ from bot.app.filter import DeliveryFilter, EventTriggers
 from bot.commands.parser import Action, Command
 from bot.config import RepoConfig
 from bot.debate.types import Outcome
-from bot.errors import ProtocolError
+from bot.errors import BotError, GitHubError, ProtocolError, TargetGone, Transient
 from bot.github.events import WebhookEvent, parse_payload
 from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
@@ -200,7 +200,15 @@ class Router:
         if isinstance(got, str):
             return got
         config, cmd = got
-        return await self.dispatch(r, gh, origin, config, cmd)
+        try:
+            return await self.dispatch(r, gh, origin, config, cmd)
+        except GitHubError as exc:
+            # Waited out (transient) or nowhere to post (gone): no reply. Any other
+            # answer GitHub gave the handler is final: say so once, like a failed run.
+            if isinstance(exc, Transient | TargetGone):
+                raise
+            await self._say_failed(r, gh, origin, config, exc)
+            raise
 
     async def dispatch(
         self, r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
@@ -215,6 +223,21 @@ class Router:
             )
             return "done"
         return await route.handler(r, gh, origin, config, cmd)
+
+    @staticmethod
+    async def _say_failed(
+        r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, exc: GitHubError
+    ) -> None:
+        said = _github_answer(exc)
+        text = (
+            f"**debate-bot could not do that** (`{exc.code}`). {exc.public}"
+            + (f" GitHub answered {said}." if said else "")
+            + f"\n\nDetails are in the service logs. Comment `{config.command}` to try again."
+        )
+        try:
+            await r.reply(gh, origin, text)
+        except BotError as failed:
+            log.warning("command.failure_notice_failed", error=failed.code)
 
     async def continue_queue(self, r: Responder, gh: InstallationClient, run: RunRow) -> None:
         """Start the work queued behind ``run`` on the same issue or PR.
@@ -244,3 +267,13 @@ def _with_client(handler: EventHandler) -> Handle:
         return await handler(r, gh, event, row)
 
     return handle
+
+
+def _github_answer(exc: GitHubError) -> str:
+    """GitHub's status and its own short message ("409: Git Repository is empty"),
+    read from the error text the session builds (bot/github/session.py)."""
+    if exc.github_status is None:
+        return ""
+    _, found, message = str(exc).partition(f" failed: {exc.github_status} ")
+    message = message.strip().splitlines()[0][:200].rstrip(".") if found and message.strip() else ""
+    return f"{exc.github_status}" + (f" ({message})" if message else "")

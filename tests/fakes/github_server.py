@@ -551,6 +551,12 @@ class FakeGitHub:
         with self._lock:
             self.modes.setdefault(repo, {})[path.strip("/")] = mode
 
+    def make_empty(self, repo: str) -> None:
+        """The repository as GitHub holds it before the first push: no branch, and
+        its git routes answer 409 "Git Repository is empty."."""
+        with self._lock:
+            self._repo(repo).branches.clear()
+
     def set_permission(self, repo: str, username: str, permission: str) -> None:
         if permission not in LEGACY_PERMISSION:
             raise ValueError(f"unknown permission {permission!r}")
@@ -1790,6 +1796,8 @@ class FakeGitHub:
         async def get_ref(owner: str, repo: str, ref: str, request: Request) -> JSONResponse:
             with lock:
                 r = self._authorized_repo(request, owner, repo)
+                if not r.branches:  # before the first push (see make_empty)
+                    raise ApiError(409, "Git Repository is empty.")
                 branch = ref.removeprefix("heads/")
                 if not ref.startswith("heads/") or branch not in r.branches:
                     raise not_found()
