@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from bot.config import Settings, format_validation_error
 from bot.errors import BotError, ConfigError
+from bot.eval.cli import eval_app
 
 app = typer.Typer(
     add_completion=False,
@@ -312,6 +313,9 @@ def replay(
         raise typer.Exit(1) from None
     typer.echo(f"{result.status} {result.body} (delivery {result.delivery_id})")
     raise typer.Exit(0 if 200 <= result.status < 300 else 1)
+
+
+app.add_typer(eval_app, name="eval")
 
 
 def main() -> None:

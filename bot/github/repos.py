@@ -62,6 +62,17 @@ class RepoEndpoints(InstallationCalls):
             raise github_error("GitHub returned a repository without a default branch")
         return branch
 
+    async def license_id(self, repo: str) -> str:
+        """The repository's licence as GitHub detected it (SPDX id), or ``""``."""
+        owner, name = split_repo(repo)
+        response = await self._call(
+            "GET",
+            "/repos/{owner}/{repo}",
+            lambda h: self._gh.rest.repos.async_get(owner, name, headers=h),
+        )
+        spdx = (json_dict(response).get("license") or {}).get("spdx_id")
+        return spdx if isinstance(spdx, str) and spdx != "NOASSERTION" else ""
+
     async def installation_repositories(self, limit: int) -> list[str]:
         """``owner/name`` of the repositories this installation can see, at most ``limit``."""
         names: list[str] = []
