@@ -68,14 +68,14 @@ def run_command(
         list[Path], typer.Argument(help="Case files (YAML, JSONL) or folders of them")
     ],
     config: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "--config",
             "-c",
             help="NAME=SPEC (repeat), SPEC: single:MODEL | vote:N:MODEL | "
             "debate:MODEL[,MODEL...][;rounds=R][;tools=on|off][;judge=MODEL]; or a YAML file",
         ),
-    ],
+    ] = None,
     out: Annotated[
         Path, typer.Option(help="Report folder (also holds the resumable cache.sqlite)")
     ] = DEFAULT_OUT,
@@ -92,7 +92,7 @@ def run_command(
 
         return run_eval(
             cases,
-            config,
+            config or [],
             out=out,
             budget_usd=budget_usd,
             concurrency=concurrency,
