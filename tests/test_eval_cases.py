@@ -43,7 +43,11 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 def test_a_good_yaml_file_and_a_folder_load(tmp_path: Path) -> None:
     write(tmp_path, "a.yml", GOOD)
-    write(tmp_path, "b.jsonl", '{"id": "q-8", "kind": "question", "question": "2+2?", "expected": "4"}\n')
+    write(
+        tmp_path,
+        "b.jsonl",
+        '{"id": "q-8", "kind": "question", "question": "2+2?", "expected": "4"}\n',
+    )
     write(tmp_path, "README.md", "not a case file")
     cases = load_cases([tmp_path])
     assert [c.id for c in cases] == ["retry-1", "q-7", "q-8"]
@@ -66,10 +70,14 @@ def test_a_good_yaml_file_and_a_folder_load(tmp_path: Path) -> None:
         (GOOD.replace("  path: src/handler.py\n", ""), ":1", "path"),
         (GOOD.replace("  line: 2\n", "  line: 2\n  colour: red\n"), ":6", "colour"),
         (GOOD.replace("  kind: question\n", "  kind: quiz\n"), ":13", "kind must be"),
-        (GOOD.replace("expected: mergesort", "expected: bubblesort"), ":12", "not one of the choices"),
+        (
+            GOOD.replace("expected: mergesort", "expected: bubblesort"),
+            ":12",
+            "not one of the choices",
+        ),
         (GOOD.replace("- id: q-7", "- id: retry-1"), ":12", "repeats (first at"),
         (GOOD.replace("    src/handler.py: ", "    src/other.py: "), ":1", "no entry for path"),
-        (GOOD.replace("  comment: \"MAX", "  comment: [\"MAX"), ":4", "YAML error"),
+        (GOOD.replace('  comment: "MAX', '  comment: ["MAX'), ":4", "YAML error"),
         ("id: x\nkind: question\n", ":1", "a YAML list"),
         (GOOD + "- just a string\n", ":17", "a case is a mapping"),
     ],
@@ -177,17 +185,20 @@ def test_cli_mistakes_are_one_line_exit_2_and_nothing_is_spent(
     bad = write(tmp_path, "bad.yml", GOOD.replace("expected: dismissed", "expected: maybe"))
     cases = write(tmp_path, "good.yml", GOOD)
     out = tmp_path / "out"
-    for args, reason in [
-        (["eval", str(bad), "-c", "a=single:scripted/oracle:0.7"], "bad.yml:10"),
-        (["eval", str(tmp_path / "nope.yml"), "-c", "a=single:scripted/oracle:1"], "no such file"),
-        (["eval", str(cases)], "name at least one configuration"),
-        (["eval", str(cases), "-c", "a=single:openai/gpt-4.1-mini", "--out", str(out)], "credentials"),
-        (["eval", str(cases), "-c", "a=single:x/y"], "unknown model provider"),
-        (["eval", str(cases), "-c", "a=single:scripted/oracle:1", "-c", "a=vote:3:scripted/oracle:1"], "used twice"),
-        (["eval", "harvest", "not-a-repo"], "is not OWNER/REPO"),
-        (["eval", "harvest", "o/r", "--since", "3 days"], "--since"),
-        (["eval", "harvest", "o/r"], "no GitHub credentials"),
-    ]:  # fmt: skip
+    oracle = "a=single:scripted/oracle:1"
+    mistakes = [
+        ([str(bad), "-c", oracle], "bad.yml:10"),
+        ([str(tmp_path / "nope.yml"), "-c", oracle], "no such file"),
+        ([str(cases)], "name at least one configuration"),
+        ([str(cases), "-c", "a=single:openai/gpt-4.1-mini", "--out", str(out)], "credentials"),
+        ([str(cases), "-c", "a=single:x/y"], "unknown model provider"),
+        ([str(cases), "-c", oracle, "-c", "a=vote:3:scripted/oracle:1"], "used twice"),
+        (["harvest", "not-a-repo"], "is not OWNER/REPO"),
+        (["harvest", "o/r", "--since", "3 days"], "--since"),
+        (["harvest", "o/r"], "no GitHub credentials"),
+    ]
+    for tail, reason in mistakes:
+        args = ["eval", *tail]
         result = runner.invoke(app, args)
         assert result.exit_code == 2, (args, result.output)
         lines = [ln for ln in result.output.splitlines() if ln.strip()]

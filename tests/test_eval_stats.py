@@ -3,6 +3,7 @@ through the real eval run (cases → specs → router → cache → report figur
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
@@ -12,10 +13,10 @@ import pytest
 from rich.console import Console
 
 from bot.config import Settings
-from bot.eval.cache import Cache
+from bot.eval.cache import Cache, Result
 from bot.eval.cases import load_cases
-from bot.eval.configs import parse_config
-from bot.eval.report import comparisons, figures, write_report
+from bot.eval.configs import EvalConfig, parse_config
+from bot.eval.report import ConfigFigures, comparisons, figures, write_report
 from bot.eval.run import plan_jobs, run_jobs
 from bot.eval.stats import mcnemar_exact, paired_difference, percentile, wilson
 from bot.llm.oracle import AnswerBook, Labelled, belief, draw
@@ -27,9 +28,9 @@ def test_wilson_known_values() -> None:
     low, high = wilson(0, 10)
     assert low == 0.0 and high == pytest.approx(0.2775, abs=1e-4)
     low, high = wilson(5, 10)
-    assert (low, high) == (pytest.approx(0.2366, abs=1e-4), pytest.approx(0.7634, abs=1e-4))
+    assert (low, high) == pytest.approx((0.2366, 0.7634), abs=1e-4)
     low, high = wilson(81, 263)  # Newcombe 1998, example (c): 0.2553–0.3662
-    assert (low, high) == (pytest.approx(0.2553, abs=1e-4), pytest.approx(0.3662, abs=1e-4))
+    assert (low, high) == pytest.approx((0.2553, 0.3662), abs=1e-4)
     assert wilson(0, 0) == (0.0, 1.0)
 
 
@@ -54,7 +55,7 @@ def test_paired_difference_table_and_interval() -> None:
     assert p.p_value < 0.01
     flipped = paired_difference([(b, a) for a, b in pairs])
     assert flipped.diff == pytest.approx(-0.15)
-    assert (flipped.low, flipped.high) == (pytest.approx(-p.high), pytest.approx(-p.low))
+    assert (flipped.low, flipped.high) == pytest.approx((-p.high, -p.low))
     # Identical configurations: a difference of exactly zero, interval around it.
     same = paired_difference([(True, True)] * 30 + [(False, False)] * 10)
     assert same.diff == 0 and same.low < 0 < same.high and same.p_value == 1.0
@@ -68,7 +69,9 @@ def test_percentile() -> None:
 
 def test_oracle_draws_are_deterministic_and_independent_per_seat() -> None:
     case = Labelled("c-1", "arbitrate", "DISMISSED")
-    assert draw("c-1", "scripted/oracle:0.7", "judge") == draw("c-1", "scripted/oracle:0.7", "judge")
+    assert draw("c-1", "scripted/oracle:0.7", "judge") == draw(
+        "c-1", "scripted/oracle:0.7", "judge"
+    )
     seats = {draw("c-1", "scripted/oracle:0.7", f"sample-{i}") for i in range(50)}
     assert len(seats) == 50
     assert belief(case, "scripted/oracle:1", "x", 1.0) == "DISMISSED"
@@ -96,12 +99,14 @@ def _write_cases(path: Path, n: int) -> Path:
     return path
 
 
-def _run(tmp_path: Path, n: int, *configs: str) -> list:  # type: ignore[type-arg]
+def _run(
+    tmp_path: Path, n: int, *configs: str
+) -> tuple[list[ConfigFigures], list[Result], list[EvalConfig]]:
     cases = load_cases([_write_cases(tmp_path / "cases.jsonl", n)])
     parsed = [c for arg in configs for c in parse_config(arg)]
     settings = Settings()
 
-    async def go() -> list:  # type: ignore[type-arg]
+    async def go() -> list[Result]:
         async with ModelRouter(settings) as router:
             book = AnswerBook()
             jobs = plan_jobs(cases, parsed, settings=settings, router=router, book=book)
@@ -113,7 +118,7 @@ def _run(tmp_path: Path, n: int, *configs: str) -> list:  # type: ignore[type-ar
                     book=book,
                     concurrency=32,
                     budget_usd=None,
-                    console=Console(file=open(tmp_path / "progress.txt", "w")),  # noqa: SIM115
+                    console=Console(file=io.StringIO()),
                 )
         return result.results
 
@@ -126,22 +131,23 @@ def test_oracle_at_0_7_on_2000_cases_lands_in_its_interval(tmp_path: Path) -> No
     assert fig.n == 2000 and fig.answered == 2000 and fig.escalated == fig.failed == 0
     assert fig.ci_low <= 0.7 <= fig.ci_high
     assert fig.ci_high - fig.ci_low < 0.05  # ~±2 points at n = 2000
-    assert abs(fig.accuracy - 0.7) < 0.035
+    assert fig.accuracy == pytest.approx(0.7, abs=0.035)
 
 
 def test_a_vote_of_five_oracles_at_0_7_gives_about_0_837(tmp_path: Path) -> None:
     expected = sum(math.comb(5, k) * 0.7**k * 0.3 ** (5 - k) for k in range(3, 6))
     assert expected == pytest.approx(0.83692)
     figs, results, configs = _run(
-        tmp_path, 1500, "one=single:scripted/oracle:0.7", "five=vote:5:scripted/oracle:0.7"
+        tmp_path, 1000, "one=single:scripted/oracle:0.7", "five=vote:5:scripted/oracle:0.7"
     )
     one, five = figs
     assert five.ci_low <= expected <= five.ci_high
-    assert abs(five.accuracy - expected) < 0.03
+    assert five.accuracy == pytest.approx(expected, abs=0.03)
     # The paired comparison sees the vote's gain and its significance.
     (comp,) = comparisons(configs, results)
     assert comp["a"] == "one" and comp["b"] == "five"
     assert comp["diff_low"] > 0 and comp["p_value"] < 1e-6
+    assert one.accuracy is not None and five.accuracy is not None
     assert comp["diff"] == pytest.approx(five.accuracy - one.accuracy)
 
 
