@@ -222,3 +222,28 @@ def test_cli_runs_the_oracle_and_writes_the_report(tmp_path: Path) -> None:
     from bot.eval.material import tools_supported
 
     assert ("Tools were not available" in report) != tools_supported()
+
+
+def test_the_starter_set_is_balanced_sourced_and_permissive() -> None:
+    root = Path(__file__).resolve().parents[1] / "evals"
+    cases = load_cases([root])
+    assert len(cases) >= 30
+    labels = [c.case.expected for c in cases]
+    assert labels.count("CONFIRMED") == labels.count("DISMISSED")
+    sources = (root / "SOURCES.md").read_text()
+    for loaded in cases:
+        case = loaded.case
+        assert isinstance(case, ArbitrateCase)
+        assert case.source is not None
+        assert case.source.url.startswith("https://github.com/") and len(case.source.commit) == 40
+        assert case.source.license in ("MIT", "BSD-3-Clause", "Apache-2.0")
+        assert case.source.commit in sources  # every repository is listed with its licence
+        assert "Label: " in case.note
+        assert loaded.head_text is not None and len(loaded.head_text.splitlines()) <= 120
+    # Pairs: the same comment on the same file, one label each way.
+    pairs: dict[tuple[str, str], set[str]] = {}
+    for loaded in cases:
+        c = loaded.case
+        assert isinstance(c, ArbitrateCase)
+        pairs.setdefault((c.id.rsplit("-", 1)[0], c.path), set()).add(c.expected)
+    assert all(v == {"CONFIRMED", "DISMISSED"} for v in pairs.values())

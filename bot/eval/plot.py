@@ -22,25 +22,29 @@ def accuracy_cost_png(figs: Sequence[ConfigFigures], path: Path) -> Path | None:
     except ImportError:
         return None
     shown = [f for f in figs if f.accuracy is not None]
+    # Without prices (test models, unpriced local models) tokens stand in for cost.
+    priced = any(f.cost_usd > 0 for f in shown)
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     try:
         for f in shown:
             acc = f.accuracy or 0.0
+            x = f.cost_usd if priced else f.tokens
             ax.errorbar(
-                [f.cost_usd],
+                [x],
                 [100 * acc],
-                yerr=[[100 * (acc - f.ci_low)], [100 * (f.ci_high - acc)]],
+                # Clamped: at 0 or 1 the interval's end can miss the point by a rounding.
+                yerr=[[max(0.0, 100 * (acc - f.ci_low))], [max(0.0, 100 * (f.ci_high - acc))]],
                 fmt="o",
                 capsize=4,
                 label=f.name,
             )
-            ax.annotate(f.name, (f.cost_usd, 100 * acc), textcoords="offset points", xytext=(6, 6))
-        ax.set_xlabel("cost per case (USD)")
+            ax.annotate(f.name, (x, 100 * acc), textcoords="offset points", xytext=(6, 6))
+        ax.set_xlabel("cost per case (USD)" if priced else "tokens per case (no prices known)")
         ax.set_ylabel("accuracy of answered cases (%), 95 % interval")
-        ax.set_ylim(0, 100)
-        ax.set_xlim(left=0)
-        if shown and max(f.cost_usd for f in shown) == 0:
-            ax.set_xlim(-0.001, 0.01)
+        ax.set_ylim(0, 105)
+        ax.set_xlim(
+            left=0, right=max([1e-9, *((f.cost_usd if priced else f.tokens) for f in shown)]) * 1.2
+        )
         ax.grid(True, alpha=0.3)
         ax.set_title("Accuracy against cost, per configuration")
         fig.tight_layout()

@@ -245,7 +245,11 @@ def write_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / "report.json"
     json_path.write_text(json.dumps(report_json(figs, comps, results), indent=2) + "\n")
-    png = accuracy_cost_png(figs, out_dir / "accuracy-cost.png")
+    try:
+        png = accuracy_cost_png(figs, out_dir / "accuracy-cost.png")
+    except (ValueError, OSError, RuntimeError) as exc:  # the figures matter more than the picture
+        png = None
+        notes = [*notes, f"The picture could not be drawn ({type(exc).__name__}: {exc})."]
     md_path = out_dir / "report.md"
     md_path.write_text(
         report_markdown(
