@@ -19,7 +19,7 @@ from bot.commands.parser import Command
 from bot.config import RepoConfig, Settings
 from bot.debate import prompts
 from bot.debate.replies import parse_verdict
-from bot.debate.types import ContextFile, DebateSpec, Prompt
+from bot.debate.types import ArbitrationContext, ContextFile, DebateSpec, Prompt
 from bot.eval.cases import ArbitrateCase, Loaded, QuestionCase
 from bot.eval.configs import EvalConfig
 from bot.llm.oracle import Labelled
@@ -51,7 +51,7 @@ def _context_files(case: ArbitrateCase) -> tuple[ContextFile, ...]:
     return tuple(out)
 
 
-def _subject(loaded: Loaded) -> tuple[Subject, object]:
+def _subject(loaded: Loaded) -> tuple[Subject, ArbitrationContext | None]:
     case = loaded.case
     if isinstance(case, QuestionCase):
         text = case.question
@@ -103,7 +103,7 @@ def case_spec(
         subject=subject,
         available_providers=available,
         run_id=f"eval:{loaded.id}",
-        arbitration=ctx if arbitrate else None,  # type: ignore[arg-type]
+        arbitration=ctx,
     )
     if config.tools is not None and tools_supported():
         switch: dict[str, Any] = {TOOLS_FIELD: config.tools}

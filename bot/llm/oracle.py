@@ -33,7 +33,7 @@ from typing import Literal
 from bot.debate.prompts import TASK_HEADER
 from bot.debate.types import Prompt, Usage
 from bot.errors import ConfigError, ModelError
-from bot.llm.base import Completion, Provider, approx_tokens
+from bot.llm.base import Completion, approx_tokens
 
 PREFIX = "oracle:"
 VERDICTS = ("CONFIRMED", "DISMISSED")
@@ -169,27 +169,21 @@ def reply(case: Labelled, model_ref: str, p: float, prompt_text: str) -> str | N
     return None
 
 
-class OracleProvider:
-    """Answers ``oracle:<p>`` models; every other scripted model goes to ``inner``."""
-
-    def __init__(self, inner: Provider) -> None:
-        self._inner = inner
-
-    async def generate(self, model: str, prompt: Prompt, max_output_tokens: int) -> Completion:
-        if not model.startswith(PREFIX):
-            return await self._inner.generate(model, prompt, max_output_tokens)
-        p = probability(model)
-        book = _BOOK.get()
-        case = book.find(prompt.prefix) if book is not None else None
-        if case is None:
-            raise ModelError(
-                f"scripted/{model}: no labelled case for this prompt "
-                "(the oracle answers only in `debate-bot eval`)",
-                drop_class="unusable_output",
-            )
-        prompt_text = prompt.system + prompt.prefix + prompt.suffix
-        text = reply(case, f"scripted/{model}", p, prompt_text)
-        if text is None:
-            return await self._inner.generate(model, prompt, max_output_tokens)
-        usage = Usage(input_tokens=approx_tokens(prompt_text), output_tokens=approx_tokens(text))
-        return Completion(text=text, usage=usage)
+def oracle_completion(model: str, prompt: Prompt) -> Completion | None:
+    """The oracle's answer for ``oracle:<p>``, or None for a task it leaves to the
+    rehearsal script (the scripted provider answers those)."""
+    p = probability(model)
+    book = _BOOK.get()
+    case = book.find(prompt.prefix) if book is not None else None
+    if case is None:
+        raise ModelError(
+            f"scripted/{model}: no labelled case for this prompt "
+            "(the oracle answers only in `debate-bot eval`)",
+            drop_class="unusable_output",
+        )
+    prompt_text = prompt.system + prompt.prefix + prompt.suffix
+    text = reply(case, f"scripted/{model}", p, prompt_text)
+    if text is None:
+        return None
+    usage = Usage(input_tokens=approx_tokens(prompt_text), output_tokens=approx_tokens(text))
+    return Completion(text=text, usage=usage)

@@ -23,7 +23,6 @@ from bot.errors import ConfigError, ModelError
 from bot.llm.anthropic import AnthropicProvider
 from bot.llm.base import DROP_CLASSES, Provider
 from bot.llm.openai import OpenAIProvider
-from bot.llm.oracle import OracleProvider
 from bot.llm.retry import RetryPolicy
 from bot.llm.scripted import Responder, ScriptedProvider
 from bot.logs import get_logger
@@ -94,7 +93,7 @@ class ModelRouter:
         if anthropic_key:
             available.add("anthropic")
 
-        self._providers["scripted"] = OracleProvider(ScriptedProvider(scripted_responder))
+        self._providers["scripted"] = ScriptedProvider(scripted_responder)
 
         for name, endpoint in settings.endpoints.items():
             endpoint = endpoint.model_copy(update={"max_concurrency": limits[name]})

@@ -6,6 +6,7 @@ so they are never mistaken for a real model's) unless a responder is injected.
 
 A model named ``fail-<drop class>`` (e.g. ``scripted/fail-timeout``) always fails
 with that class, so drop, fallback and quorum paths can be rehearsed offline.
+``scripted/oracle:<p>`` is the eval's test model (bot/llm/oracle.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import cast
 from bot.debate.types import Prompt, Usage
 from bot.errors import ModelError
 from bot.llm.base import DROP_CLASSES, Completion, approx_tokens
+from bot.llm.oracle import PREFIX as ORACLE_PREFIX
+from bot.llm.oracle import oracle_completion
 
 Responder = Callable[[str], str]
 
@@ -40,6 +43,10 @@ class ScriptedProvider:
             drop_class = model[len(FAIL_PREFIX) :]
             if drop_class in DROP_CLASSES:
                 raise ModelError(f"scripted/{model}: scripted failure", drop_class=drop_class)
+        if model.startswith(ORACLE_PREFIX):
+            answered = oracle_completion(model, prompt)
+            if answered is not None:
+                return answered
         if self._responder is None:
             self._responder = rehearsal_responder()
         started = time.monotonic()
