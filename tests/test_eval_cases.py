@@ -192,6 +192,7 @@ def test_cli_mistakes_are_one_line_exit_2_and_nothing_is_spent(
         ([str(cases)], "name at least one configuration"),
         ([str(cases), "-c", "a=single:openai/gpt-4.1-mini", "--out", str(out)], "credentials"),
         ([str(cases), "-c", "a=single:x/y"], "unknown model provider"),
+        ([str(cases), "-c", "a=single:scripted/oracle:1.5"], "probability must be a number"),
         ([str(cases), "-c", oracle, "-c", "a=vote:3:scripted/oracle:1"], "used twice"),
         (["harvest", "not-a-repo"], "is not OWNER/REPO"),
         (["harvest", "o/r", "--since", "3 days"], "--since"),

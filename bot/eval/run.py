@@ -25,14 +25,15 @@ from rich.progress import (
 
 from bot.config import Settings
 from bot.debate.prompts import shared_prefix
-from bot.errors import ConfigError
+from bot.errors import ConfigError, ModelError
 from bot.eval.answer import Job, Spend, answer
 from bot.eval.cache import Cache, Result, job_key
 from bot.eval.cases import Loaded
 from bot.eval.configs import EvalConfig
 from bot.eval.debate import Stopped
 from bot.eval.material import case_spec, labelled
-from bot.llm.oracle import AnswerBook, answer_book
+from bot.llm.oracle import PREFIX as ORACLE_PREFIX
+from bot.llm.oracle import AnswerBook, answer_book, probability
 from bot.llm.router import ModelRouter
 
 
@@ -52,8 +53,10 @@ def check_models(configs: Sequence[EvalConfig], router: ModelRouter) -> None:
     for config in configs:
         for ref in config.all_models():
             try:
-                provider, _ = router.resolve(ref)
-            except ConfigError as exc:
+                provider, model = router.resolve(ref)
+                if provider == "scripted" and model.startswith(ORACLE_PREFIX):
+                    probability(model)
+            except (ConfigError, ModelError) as exc:
                 raise ConfigError(f"configuration {config.name!r}: {exc}") from exc
             if provider not in available:
                 raise ConfigError(
