@@ -61,6 +61,10 @@ def test_a_good_yaml_file_and_a_folder_load(tmp_path: Path) -> None:
     edited = load_cases([write(tmp_path / "x", "c.yml", GOOD.replace("forever", "ever"))])
     assert edited[0].fingerprint() != cases[0].fingerprint()
     assert edited[1].fingerprint() == cases[1].fingerprint()
+    noted = load_cases(
+        [write(tmp_path / "x", "d.yml", GOOD.replace("license: MIT", "license: BSD"))]
+    )
+    assert noted[0].fingerprint() == cases[0].fingerprint()  # the source is no model input
 
 
 @pytest.mark.parametrize(

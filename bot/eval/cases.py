@@ -107,10 +107,10 @@ class Loaded:
         return self.case.id
 
     def fingerprint(self) -> str:
-        """Changes whenever anything a model would see or the label changes."""
-        raw = json.dumps(
-            {"case": self.case.model_dump(mode="json"), "head": self.head_text}, sort_keys=True
-        )
+        """Changes whenever anything a model would see or the label changes (not
+        with the note or the source: editing those pays for nothing again)."""
+        seen = self.case.model_dump(mode="json", exclude={"note", "source", "label_source"})
+        raw = json.dumps({"case": seen, "head": self.head_text}, sort_keys=True)
         return hashlib.sha256(raw.encode()).hexdigest()
 
 
