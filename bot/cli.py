@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from bot.config import Settings
 from bot.errors import BotError, ConfigError
+from bot.eval.cli import eval_app
 
 app = typer.Typer(
     add_completion=False,
@@ -502,6 +503,9 @@ def runs(
     for row in rows(settings, found):
         table.add_row(*row)
     Console(width=200).print(table)
+
+
+app.add_typer(eval_app, name="eval")
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ in ``bot.github.gateway`` combines them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 import httpx
@@ -82,16 +82,23 @@ class InstallationCalls:
     async def _paginate(self, route: str, first: Op) -> list[dict[str, Any]]:
         """Follow ``Link: rel="next"`` (never to another host) and concatenate pages."""
         items: list[dict[str, Any]] = []
+        async for page in self._pages(route, first):
+            items.extend(page)
+        return items
+
+    async def _pages(self, route: str, first: Op) -> AsyncIterator[list[dict[str, Any]]]:
+        """Each page's objects in turn, following ``Link: rel="next"`` (never to
+        another host); a caller may stop early (e.g. past a date)."""
         response = await self._call("GET", route, first)
         origin = httpx.URL(self._session.api_url)
         for _ in range(MAX_PAGES):
             page = json_body(response)
             if not isinstance(page, list):
                 raise github_error(f"GitHub GET {route} did not return a list")
-            items.extend(x for x in page if isinstance(x, dict))
+            yield [x for x in page if isinstance(x, dict)]
             next_url = response.raw_response.links.get("next", {}).get("url")
             if not next_url:
-                return items
+                return
             target = httpx.URL(next_url)
             if (target.scheme, target.host, target.port) != (
                 origin.scheme,
@@ -105,7 +112,6 @@ class InstallationCalls:
 
             response = await self._call("GET", route, follow)
         log.warning("github.pagination_stopped", route=route, pages=MAX_PAGES)
-        return items
 
     async def _graphql(
         self, kind: str, query: str, variables: dict[str, Any], *, write: bool

@@ -18,8 +18,9 @@ import httpx
 from githubkit.response import Response
 from githubkit.utils import UNSET
 
+from bot.github.calls import split_repo
 from bot.github.issues import IssueEndpoints
-from bot.github.pulls import PullEndpoints
+from bot.github.pulls import PullEndpoints, PullHistoryEndpoints
 from bot.github.repos import RepoEndpoints
 from bot.github.session import (
     GHES_API_VERSION,
@@ -70,7 +71,7 @@ async def convert_manifest(
 ACTIONS_BOT = "github-actions[bot]"
 
 
-class InstallationClient(IssueEndpoints, PullEndpoints, RepoEndpoints):
+class InstallationClient(IssueEndpoints, PullEndpoints, PullHistoryEndpoints, RepoEndpoints):
     """GitHub as one installation sees it. Obtain it from ``GitHubGateway.installation``."""
 
 
@@ -136,6 +137,21 @@ class GitHubGateway(GitHubSession):
         if not isinstance(data, list):
             raise github_error("GitHub returned an unexpected response shape")
         return [int(i["id"]) for i in data[:limit] if isinstance(i, dict) and "id" in i]
+
+    async def repo_installation(self, repo: str) -> int:
+        """The id of the app's installation on ``repo`` (404: the app is not installed there)."""
+        owner, name = split_repo(repo)
+        headers = self.base_headers
+
+        async def op(_: dict[str, str]) -> Response[Any]:
+            return await self.app.rest.apps.async_get_repo_installation(
+                owner, name, headers=headers
+            )
+
+        data = json_dict(await self._as_app("/repos/{owner}/{repo}/installation", op))
+        if not isinstance(data.get("id"), int):
+            raise github_error("GitHub returned an installation without an id")
+        return int(data["id"])
 
     async def bot_login(self) -> str:
         """The login the app comments as (``<slug>[bot]``), from ``GET /app``, once.

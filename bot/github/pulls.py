@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 from bot.github.calls import MAX_PAGES, PER_PAGE, InstallationCalls, dig, split_repo
@@ -160,3 +161,46 @@ class PullEndpoints(InstallationCalls):
             write=True,
         )
         return int(json_dict(response)["number"])
+
+
+# --- history: merged pull requests (`debate-bot eval harvest`) --------------------
+
+
+class PullHistoryEndpoints(InstallationCalls):
+    async def merged_pulls(self, repo: str, since: datetime) -> list[dict[str, Any]]:
+        """Pull requests merged at or after ``since``, newest update first. Pages are
+        read by last update and stop at the first older than ``since`` (a PR merged
+        since was updated since)."""
+        owner, name = split_repo(repo)
+        out: list[dict[str, Any]] = []
+        pages = self._pages(
+            "/repos/{owner}/{repo}/pulls",
+            lambda h: self._gh.rest.pulls.async_list(
+                owner,
+                name,
+                state="closed",
+                sort="updated",
+                direction="desc",
+                per_page=PER_PAGE,
+                headers=h,
+            ),
+        )
+        async for page in pages:
+            for pr in page:
+                updated = _when(pr.get("updated_at"))
+                if updated is not None and updated < since:
+                    return out
+                merged = _when(pr.get("merged_at"))
+                if merged is not None and merged >= since:
+                    out.append(pr)
+        return out
+
+
+def _when(value: Any) -> datetime | None:
+    """A GitHub timestamp (``2024-05-01T12:00:00Z``), or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None

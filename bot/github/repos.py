@@ -52,17 +52,26 @@ class RepoEndpoints(InstallationCalls):
         legacy = data.get("permission")
         return str(legacy) if legacy in PERMISSIONS else "none"
 
-    async def default_branch(self, repo: str) -> str:
+    async def get_repo(self, repo: str) -> dict[str, Any]:
+        """``GET /repos/{owner}/{repo}``: the repository's metadata."""
         owner, name = split_repo(repo)
         response = await self._call(
             "GET",
             "/repos/{owner}/{repo}",
             lambda h: self._gh.rest.repos.async_get(owner, name, headers=h),
         )
-        branch = json_dict(response).get("default_branch")
+        return json_dict(response)
+
+    async def default_branch(self, repo: str) -> str:
+        branch = (await self.get_repo(repo)).get("default_branch")
         if not isinstance(branch, str) or not branch:
             raise github_error("GitHub returned a repository without a default branch")
         return branch
+
+    async def license_id(self, repo: str) -> str:
+        """The repository's licence as GitHub detected it (SPDX id), or ``""``."""
+        spdx = ((await self.get_repo(repo)).get("license") or {}).get("spdx_id")
+        return spdx if isinstance(spdx, str) and spdx != "NOASSERTION" else ""
 
     async def installation_repositories(self, limit: int) -> list[str]:
         """``owner/name`` of the repositories this installation can see, at most ``limit``."""

@@ -12,6 +12,7 @@ before it answers, deterministically: it lists the repository root, reads the
 first 20 lines of the first file listed, then answers with its reply and an
 ``EVIDENCE:`` line citing that file's first non-blank line, quoted. Any other
 scripted model never calls a tool (a model that ignores the tools it is offered).
+``scripted/oracle:<p>`` is the eval's test model (bot/llm/oracle.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from bot.llm.base import (
     approx_tokens,
     call_id,
 )
+from bot.llm.oracle import PREFIX as ORACLE_PREFIX
+from bot.llm.oracle import oracle_completion
 
 ReplyScript = Callable[[str], str]  # prompt text -> reply text
 
@@ -58,6 +61,10 @@ class ScriptedProvider:
             drop_class = model[len(FAIL_PREFIX) :]
             if drop_class in DROP_CLASSES:
                 raise ModelError(f"scripted/{model}: scripted failure", drop_class=drop_class)
+        if model.startswith(ORACLE_PREFIX):
+            answered = oracle_completion(model, prompt)
+            if answered is not None:
+                return answered
         if self._responder is None:
             self._responder = rehearsal_responder()
         started = time.monotonic()

@@ -34,7 +34,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.commands.parser import Command
-from bot.commands.text import cap_subject
 from bot.config import RepoConfig
 from bot.debate.types import ArbitrationContext
 from bot.errors import BotError, ConfigError, GitHubError, TransientGitHubError
@@ -43,59 +42,22 @@ from bot.github.markers import parse_marker
 from bot.logs import get_logger
 from bot.store.rows import RunRow
 from bot.store.trigger import CommandFields, QueuedComments
+from bot.worker.arbitration_context import (
+    arbitration_config,
+    arbitration_context,
+    arbitration_subject,
+    file_excerpt,
+)
 from bot.worker.context import Origin, load_config
 from bot.worker.respond import Responder, TriggerExtras
 from bot.worker.routes import Finished, Router
-from bot.worker.specs import Subject
 
 log = get_logger(__name__)
 
-EXCERPT_RADIUS = 40  # lines either side of the commented line
-EXCERPT_MAX_BYTES = 8 * 1024
-HUNK_MAX_BYTES = 8 * 1024
-PR_BODY_MAX_BYTES = 8 * 1024
 MAX_BOTS_QUEUE = 20  # comments arbitrated per `--bots` command
 
 
 # --- context -----------------------------------------------------------------
-
-
-def file_excerpt(
-    text: str,
-    line: int | None,
-    *,
-    radius: int = EXCERPT_RADIUS,
-    max_bytes: int = EXCERPT_MAX_BYTES,
-) -> str:
-    """Numbered lines around ``line`` (the file's start when None), at most
-    ``max_bytes``: the window shrinks around the line until it fits."""
-    lines = text.splitlines()
-    if not lines:
-        return "(empty file)"
-    center = min(max(1, line or 1), len(lines))
-    width = len(str(len(lines)))
-    r = radius
-    while True:
-        lo = max(1, center - r) if line is not None else 1
-        hi = min(len(lines), center + r) if line is not None else min(len(lines), 2 * r + 1)
-        out = "\n".join(f"{n:>{width}} | {lines[n - 1]}" for n in range(lo, hi + 1))
-        if len(out.encode()) <= max_bytes or r == 0:
-            break
-        r //= 2
-    if len(out.encode()) > max_bytes:
-        out = out.encode()[:max_bytes].decode("utf-8", errors="ignore") + " […]"
-    notes = []
-    if lo > 1:
-        notes.append(f"[… lines 1–{lo - 1} omitted]")
-    body = "\n".join([*notes, out])
-    if hi < len(lines):
-        body += f"\n[… lines {hi + 1}–{len(lines)} omitted]"
-    return body
-
-
-def _cap(text: str, max_bytes: int) -> str:
-    capped, _ = cap_subject(text, max_bytes)
-    return capped
 
 
 def _login(comment: Mapping[str, Any]) -> tuple[str, bool]:
@@ -127,31 +89,19 @@ async def build_context(
     head_sha = str((pr.get("head") or {}).get("sha") or "")
     # The base repository serves a PR's head commit even when it comes from a fork.
     text = await _read(gh, repo, path, head_sha) if path and head_sha else None
-    excerpt = (
-        file_excerpt(text, line if isinstance(line, int) else None)
-        if text is not None
-        else f"(`{path}` does not exist as a text file at the PR head {head_sha[:7]})"
-    )
     author, is_bot = _login(comment)
-    return ArbitrationContext(
-        concern=_cap(str(comment.get("body") or ""), 16 * 1024),
-        concern_author=author,
-        concern_author_is_bot=is_bot,
+    return arbitration_context(
+        concern=str(comment.get("body") or ""),
+        author=author,
+        is_bot=is_bot,
         path=path,
-        diff_hunk=_cap(str(comment.get("diff_hunk") or ""), HUNK_MAX_BYTES),
-        file_excerpt=excerpt,
-        pr_title=str(pr.get("title") or ""),
-        pr_body=_cap(str(pr.get("body") or ""), PR_BODY_MAX_BYTES),
         line=line if isinstance(line, int) else None,
+        diff_hunk=str(comment.get("diff_hunk") or ""),
+        file_text=text,
+        head_sha=head_sha,
+        pr_title=str(pr.get("title") or ""),
+        pr_body=str(pr.get("body") or ""),
     )
-
-
-def _arbitration_config(config: RepoConfig) -> RepoConfig:
-    """Arbitration seats are fixed (concern real vs false positive), so the repo's
-    debate personas are not used; their models still are, when no `models` list
-    is configured."""
-    models = list(config.models) or [p.model for p in config.personas if p.model]
-    return config.model_copy(update={"personas": [], "models": models})
 
 
 def _command_fields(cmd: Command) -> CommandFields:
@@ -184,14 +134,9 @@ async def _arbitrate(
     """Start the run arbitrating ``comment``; its outcome is a reply in its thread."""
     root = int(comment.get("in_reply_to_id") or comment["id"])
     ctx = await build_context(gh, origin.repo, comment, pr)
-    where = f"`{ctx.path}`" + (f" line {ctx.line}" if ctx.line is not None else "")
-    question = (
-        f"Is this review comment by {ctx.concern_author} on {where} of pull request "
-        f"#{origin.issue_number} a real problem, or a false positive?"
-    )
-    subject = Subject(f"Review comment on {ctx.path or 'the pull request'}", question)
+    subject = arbitration_subject(ctx, origin.issue_number)
     # Personas named on the command keep their seat order: the first argues the concern.
-    chosen = config if cmd.personas else _arbitration_config(config)
+    chosen = config if cmd.personas else arbitration_config(config)
     extras: TriggerExtras = {"arbitrated_comment": int(comment["id"])}
     if queue is not None:
         extras["queue"] = queue

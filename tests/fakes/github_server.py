@@ -195,6 +195,7 @@ class Repo:
     branches: dict[str, str] = field(default_factory=dict)  # name -> head commit sha
     commits: dict[str, dict[str, bytes]] = field(default_factory=dict)  # sha -> tree
     labels: set[str] = field(default_factory=set)
+    license: str | None = None  # SPDX id GitHub detected (`set_license`)
 
 
 @dataclass
@@ -215,6 +216,7 @@ class Issue:
     updated_at: str = field(default_factory=now_iso)
     locked: bool = False
     gone: str | None = None  # "deleted" (410) or "transferred" (404)
+    merged_at: str | None = None  # `merge_pull`
 
 
 @dataclass
@@ -245,6 +247,7 @@ class ReviewComment:
     thread_id: str
     created_at: str = field(default_factory=now_iso)
     updated_at: str = field(default_factory=now_iso)
+    author_association: str = "NONE"  # OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, …
 
 
 @dataclass
@@ -617,6 +620,32 @@ class FakeGitHub:
         """Seed: what `GET …/pulls/{n}/files` lists (e.g. after a push)."""
         with self._lock:
             self._issues[(repo, pull_number)].pull_files = [self._pull_file(f) for f in files]
+
+    # -- history (`debate-bot eval harvest`) --------------------------------
+
+    def merge_pull(self, repo: str, pull_number: int, *, merged_at: str | None = None) -> None:
+        """Seed: the pull request was merged (closed) at ``merged_at`` (default: now)."""
+        with self._lock:
+            issue = self._issues[(repo, pull_number)]
+            issue.state = "closed"
+            issue.merged_at = merged_at or now_iso()
+            issue.updated_at = issue.merged_at
+
+    def close_pull(self, repo: str, pull_number: int, *, closed_at: str | None = None) -> None:
+        """Seed: the pull request was closed without merging."""
+        with self._lock:
+            issue = self._issues[(repo, pull_number)]
+            issue.state = "closed"
+            issue.updated_at = closed_at or now_iso()
+
+    def set_license(self, repo: str, spdx_id: str | None) -> None:
+        with self._lock:
+            self._repo(repo).license = spdx_id
+
+    def set_author_association(self, comment_id: int, association: str) -> None:
+        """Seed: how a review comment's author relates to the repository."""
+        with self._lock:
+            self._review_comments[comment_id].author_association = association
 
     def head_sha(self, repo: str, pull_number: int) -> str:
         with self._lock:
@@ -1099,6 +1128,11 @@ class FakeGitHub:
             "url": f"{self.api_url}/repos/{r.full_name}",
             "default_branch": r.default_branch,
             "fork": False,
+            "license": (
+                {"key": r.license.lower(), "spdx_id": r.license, "name": r.license}
+                if r.license
+                else None
+            ),
         }
 
     def _label_json(self, repo: str, name: str) -> dict[str, Any]:
@@ -1164,7 +1198,9 @@ class FakeGitHub:
             "user": self._user_json(i.user),
             "labels": [self._label_json(i.repo, n) for n in i.labels],
             "draft": False,
-            "merged": False,
+            "merged": i.merged_at is not None,
+            "merged_at": i.merged_at,
+            "closed_at": i.merged_at,
             "head": {
                 "label": f"{owner}:{i.head_ref}",
                 "ref": i.head_ref,
@@ -1242,7 +1278,7 @@ class FakeGitHub:
             "body": c.body,
             "created_at": c.created_at,
             "updated_at": c.updated_at,
-            "author_association": "NONE",
+            "author_association": c.author_association,
         }
         if c.in_reply_to_id is not None:
             out["in_reply_to_id"] = c.in_reply_to_id
@@ -1572,6 +1608,24 @@ class FakeGitHub:
                     for i in ids
                 ],
             )
+
+        @app.get(P + "/repos/{owner}/{repo}/installation")
+        async def repo_installation(owner: str, repo: str, request: Request) -> JSONResponse:
+            """The app's installation on a repository (app JWT); 404 when not installed."""
+            self._check_app_jwt(request)
+            with lock:
+                r = self._repos.get(f"{owner}/{repo}")
+                if r is None:
+                    raise not_found()
+                return JSONResponse(
+                    {
+                        "id": r.installation_id,
+                        "app_id": self.app_id,
+                        "app_slug": self.app_slug,
+                        "permissions": self._permissions_of(r.installation_id),
+                        "events": self.app_events,
+                    }
+                )
 
         @app.post(P + "/app/installations/{installation_id:int}/access_tokens")
         async def create_token(installation_id: int, request: Request) -> JSONResponse:
@@ -2043,6 +2097,25 @@ class FakeGitHub:
                 issue = self._issues[(r.full_name, n)]
                 issue.is_pr, issue.head_ref, issue.base_ref = True, head, base
                 return JSONResponse(self._pull_json(issue), status_code=201)
+
+        @app.get(P + "/repos/{owner}/{repo}/pulls")
+        async def list_pulls(owner: str, repo: str, request: Request) -> JSONResponse:
+            """``state`` (open, closed, all), ``sort`` (created, updated), ``direction``."""
+            q = request.query_params
+            with lock:
+                r = self._authorized_repo(request, owner, repo)
+                found = [
+                    i
+                    for (name, _), i in self._issues.items()
+                    if name == r.full_name and i.is_pr and not i.gone
+                ]
+                if q.get("state", "open") != "all":
+                    found = [i for i in found if i.state == q.get("state", "open")]
+                key = "updated_at" if q.get("sort") == "updated" else "created_at"
+                desc = q.get("direction", "desc") == "desc"
+                found.sort(key=lambda i: (getattr(i, key), i.number), reverse=desc)
+                items = [self._pull_json(i) for i in found]
+            return self._page(request, items)
 
         @app.get(P + "/repos/{owner}/{repo}/pulls/{pull_number:int}")
         async def get_pull(
