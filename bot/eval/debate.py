@@ -1,24 +1,20 @@
-"""A debate of one eval case: the engine's loop, as `debate-bot run` drives it
-(bot/local/execute.py) and the worker (bot/worker/driver.py): ``next_step`` →
-the batch's model calls side by side → the next step, until an ``Outcome``.
+"""A debate of one eval case, through the run layer the service and the CLI
+use (``bot.runner.execute``): exactly the engine and prompts they run.
 
-The one place the eval runs the engine, so it can be swapped for a shared
-runner in one line. Turns already made (a resumed case) are passed in and
-never asked for again; each new turn goes to ``hooks.turn`` the moment it
-completes, and ``hooks.proceed`` is asked before each batch (the budget).
+Turns already made (a resumed case) are passed in and never asked for again;
+each new turn goes to ``hooks.turn`` the moment it completes, and
+``hooks.proceed`` is asked before each model call (the budget).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
-import anyio
-
-from bot.debate.protocol import next_step
-from bot.debate.types import Batch, DebateSpec, ModelRequest, Outcome, Turn
-from bot.errors import ProtocolError
+from bot.debate.types import DebateSpec, ModelRequest, Outcome, Turn
 from bot.llm.router import ModelRouter
+from bot.runner import NoHooks, execute
 
 
 class Hooks(Protocol):
@@ -37,26 +33,29 @@ async def debate_case(
     spec: DebateSpec, turns: Sequence[Turn], *, router: ModelRouter, hooks: Hooks
 ) -> tuple[list[Turn], Outcome]:
     done = list(turns)
-    asked: set[str] = set()
-    while True:
-        step = next_step(spec, done)
-        if isinstance(step, Outcome):
-            return done, step
-        ids = {r.key.id() for r in step.requests}
-        if ids & asked:  # a deterministic engine never asks twice; don't loop paying for it
-            raise ProtocolError(f"the engine asked again for {sorted(ids & asked)}")
-        asked |= ids
-        if not hooks.proceed():
+    calls = _Budgeted(router, hooks)
+    outcome = await execute(spec, done, models=calls, hooks=_Collect(done, hooks))
+    return done, outcome
+
+
+@dataclass(frozen=True)
+class _Budgeted:
+    """The router, asked first whether the budget allows another call."""
+
+    router: ModelRouter
+    hooks: Hooks
+
+    async def complete(self, request: ModelRequest) -> Turn:
+        if not self.hooks.proceed():
             raise Stopped
-        await _run_batch(step, router, done, hooks)
+        return await self.router.complete(request)  # never raises for model failures
 
 
-async def _run_batch(batch: Batch, router: ModelRouter, done: list[Turn], hooks: Hooks) -> None:
-    async def one(request: ModelRequest) -> None:
-        turn = await router.complete(request)  # never raises for model failures
-        done.append(turn)
-        hooks.turn(turn)
+@dataclass(frozen=True)
+class _Collect(NoHooks):
+    done: list[Turn]
+    hooks: Hooks
 
-    async with anyio.create_task_group() as tg:
-        for request in batch.requests:
-            tg.start_soon(one, request)
+    async def on_turn(self, turn: Turn) -> None:
+        self.done.append(turn)
+        self.hooks.turn(turn)
