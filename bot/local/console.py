@@ -37,7 +37,10 @@ from bot.local.prepare import STDIN, Prepared, prepare_review, prepare_run
 from bot.local.progress import Progress, step_label
 from bot.local.spec import Flags, check_models, parse_mode
 from bot.redact import redact_secrets
-from bot.runner import execute
+from bot.repo.local import open_checkout
+from bot.repo.tools import ToolCaps, run_tool
+from bot.runner import Completer, execute
+from bot.tool_loop import ToolLoop
 
 EXIT_OK, EXIT_ABORTED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -163,7 +166,9 @@ async def _run(
         _announce(console, spec, prepared)
         progress = Progress(console)
         try:
-            outcome = await execute(spec, (), models=router, hooks=progress)
+            outcome = await execute(
+                spec, (), models=local_models(router, spec, prepared.root), hooks=progress
+            )
         finally:
             progress.close()
     path = _write_transcript(
@@ -269,3 +274,19 @@ def _report(
         console.print(f"done: {outcome.kind}; {summary}.", style="green", markup=False)
     console.print(f"transcript: {path}", markup=False)
     return EXIT_OK
+
+
+def local_models(router: ModelRouter, spec: DebateSpec, root: Path | None) -> Completer:
+    """The router, or with ``spec.tools`` a tool loop over the working tree (only
+    what ``git ls-files`` lists: an ignored ``.env`` never reaches a model). A
+    local run is short and restarts cheaply, so its steps are not stored."""
+    if not spec.tools or root is None:
+        return router
+    return ToolLoop(
+        routes=router,
+        plain=router.complete,
+        reader=open_checkout(root),
+        run_tool=run_tool,
+        caps=ToolCaps(),
+        run_id="local",
+    )

@@ -46,6 +46,7 @@ class Prepared:
     source: str  # how the plan is named in messages and the transcript
     spec: DebateSpec
     output_dir: Path
+    root: Path | None = None  # the checkout the debaters' tools read (spec.tools)
 
 
 def read_repo_config(root: Path, cwd: Path) -> RepoConfig:
@@ -105,8 +106,9 @@ def prepare_run(
         settings=settings,
         available_providers=available_providers,
         seed=seed,
+        tools_available=True,  # the working tree, as git ls-files lists it
     )
-    return Prepared(source, spec, output_dir or _output_dir(plan, root))
+    return Prepared(source, spec, output_dir or _output_dir(plan, root), root)
 
 
 def prepare_review(
@@ -155,9 +157,10 @@ def prepare_review(
         settings=settings,
         available_providers=available_providers,
         seed=seed,
+        tools_available=True,
     )
     spec = replace(spec, subject_kind="repository", title=brief.title)
-    return Prepared(brief.title, spec, output_dir or DEFAULT_OUTPUT_DIR)
+    return Prepared(brief.title, spec, output_dir or DEFAULT_OUTPUT_DIR, root)
 
 
 def _output_dir(plan: Plan, root: Path) -> Path:

@@ -24,6 +24,7 @@ from bot.logs import get_logger
 from bot.runner import Completer, execute
 from bot.store import RunStore
 from bot.store.rows import RunControl, RunRow
+from bot.tool_loop import attach_evidence
 from bot.worker.publish import Publisher
 
 log = get_logger(__name__)
@@ -103,6 +104,9 @@ class RunDriver:
         # finisher's too: same task), as its model calls do (bot/llm/fair.py).
         writer_since.set(self.run.created_at.timestamp())
         turns = await anyio.to_thread.run_sync(self.store.load_turns, self.run.id)
+        if self.spec.tools:  # the turns table does not carry what the tool loop found
+            evidence = await anyio.to_thread.run_sync(self.store.load_evidence, self.run.id)
+            turns = attach_evidence(turns, evidence)
         return await execute(self.spec, turns, models=self.models, hooks=self)
 
     async def before_step(self) -> None:

@@ -20,7 +20,10 @@ from bot.debate.types import DebateSpec, Outcome, Turn
 from bot.errors import BotError, RateLimited, TargetGone, Transient
 from bot.github.gateway import InstallationClient
 from bot.logs import get_logger
+from bot.repo.tools import ToolCaps, run_tool
+from bot.runner import Completer
 from bot.store.rows import DeliveryRow, DeliveryState, RunControl, RunRow
+from bot.tool_loop import ToolLoop
 from bot.worker.context import Services
 from bot.worker.driver import Cancelled, Draining, LeaseLost, RunCalls, RunDriver, tokens_and_cost
 from bot.worker.finish import Finisher
@@ -332,6 +335,26 @@ class Worker:
     async def _continue_queue(self, gh: InstallationClient, run: RunRow) -> None:
         await self.routes.continue_queue(self.respond, gh, run)
 
+    async def _models(
+        self, gh: InstallationClient, run: RunRow, spec: DebateSpec, plain: RunCalls
+    ) -> Completer:
+        """The run's calls, or with ``spec.tools`` a tool loop over the snapshot of
+        its pinned commit (shared by the process's runs on that commit); each step
+        of a turn's loop is stored, so a resumed run pays no finished step twice."""
+        if not spec.tools or spec.repo_ref is None:
+            return plain
+        svc = self.svc
+        return ToolLoop(
+            routes=svc.router,
+            plain=plain.complete,
+            reader=await svc.repos.snapshot(gh, spec.repo_ref),
+            run_tool=run_tool,
+            caps=ToolCaps(),
+            run_id=run.id,
+            steps=svc.store,
+            metrics=svc.metrics,
+        )
+
     async def _drive_with(self, gh: InstallationClient, run: RunRow, spec: DebateSpec) -> None:
         svc, lease = self.svc, self.svc.settings.lease_s
         finisher = self._finisher(gh, run)
@@ -398,6 +421,7 @@ class Worker:
         async with anyio.create_task_group() as tg:
             tg.start_soon(renew)
             try:
+                driver.models = await self._models(gh, run, spec, RunCalls.of(svc.router, run))
                 outcome = await driver.drive()
                 turns = await svc.db(svc.store.load_turns, run.id)
                 await finisher.finish(outcome, tokens_and_cost(turns), self.id)

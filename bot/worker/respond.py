@@ -363,6 +363,8 @@ class Responder:
             arbitration=arbitration,
             overrides=overrides,
             repo_ref=repo_ref,
+            # The debaters read the pinned commit (bot/repo) when one was pinned.
+            tools_available=repo_ref is not None,
         )
         return chosen, spec
 
