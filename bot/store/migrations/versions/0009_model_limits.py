@@ -1,7 +1,7 @@
 """Model endpoints' learned limits, shared by every process.
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-12-02
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0009"
-down_revision: str | Sequence[str] | None = "0007"
+down_revision: str | Sequence[str] | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

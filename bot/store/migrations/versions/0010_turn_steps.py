@@ -1,7 +1,7 @@
 """The steps of a turn's tool loop (bot/store/steps.py).
 
 Revision ID: 0010
-Revises: 0007
+Revises: 0009
 Create Date: 2026-12-02
 
 Each model call of a turn that reads the repository is stored when it
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0010"
-down_revision: str | Sequence[str] | None = "0007"
+down_revision: str | Sequence[str] | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
