@@ -110,6 +110,17 @@ def verdict_of(h: Harness, pr: int, root: int) -> str:
     return str(found[0])
 
 
+def citing(prompt: str) -> str:
+    """Rehearsal replies that cite the code, as a verdict must when the debaters
+    can read the pinned commit (``arbitration.require_evidence``): line 12 of the
+    file under review, quoted, which the run's snapshot of the head verifies."""
+    return cite(rehearse(prompt))
+
+
+def cite(text: str) -> str:
+    return f'{text}\nEVIDENCE: src/app.py:L12 "value_12 = compute(12)"'
+
+
 def dismissing(prompt: str) -> str:
     """Rehearsal replies, with seats swapped when the concern is the marked false positive:
     the seat arguing the concern is real concedes, so the verdict is DISMISSED."""
@@ -126,6 +137,7 @@ def dismissing(prompt: str) -> str:
 
 def test_thread_reply_arbitrates_the_thread_root(harness: Harness) -> None:
     h = harness
+    h.models.responder = citing
     h.start()
     pr = seed_pr(h)
     concern = "Possible unbounded recursion: compute() calls itself for n=12."
@@ -186,7 +198,7 @@ def test_url_form_and_repo_options_resolve_and_label(harness: Harness) -> None:
         ".github/debate.yml",
         "arbitration:\n  resolve_on_dismissed: true\n  label_on_confirmed: confirmed-by-debate\n",
     )
-    h.models.responder = dismissing
+    h.models.responder = lambda prompt: cite(dismissing(prompt))
     h.start()
     # A false positive, named by URL in the conversation: DISMISSED, thread resolved.
     pr1 = seed_pr(h, "First")
