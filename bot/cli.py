@@ -231,8 +231,6 @@ def review(
     """Design review of a repository (or a folder) on disk; writes a transcript like `run`."""
     from bot.local.console import LocalOptions, review_local
 
-    _check_review_target(path)
-
     options = LocalOptions(
         rounds=rounds,
         model=model,
@@ -242,22 +240,6 @@ def review(
         output_dir=output_dir,
     )
     _exit_with(lambda: review_local(_local_settings(), options, path))
-
-
-def _check_review_target(path: Path) -> None:
-    """What `review` cannot read, named before it starts: a missing path, a file,
-    or a folder outside the checkout it is run from and in no checkout itself."""
-    target = path.resolve()
-    if not target.exists():
-        raise ConfigError(f"{path}: no such folder")
-    if not target.is_dir():
-        raise ConfigError(f"{path}: not a folder (a plan file is `debate-bot run {path}`)")
-    own = any((p / ".git").exists() for p in (target, *target.parents))
-    if not own and (Path.cwd() / ".git").exists():
-        raise ConfigError(
-            f"{path} is outside this checkout and in no checkout of its own: "
-            f"run `debate-bot review` from inside it (cd {path})"
-        )
 
 
 @app.command()
