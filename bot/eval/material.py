@@ -12,7 +12,7 @@ would read for itself.
 from __future__ import annotations
 
 import re
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any
 
 from bot.commands.parser import Command
@@ -36,8 +36,13 @@ TOOLS_FIELD = "tools"
 
 
 def tools_supported() -> bool:
-    """Whether this engine's DebateSpec can carry the debaters' tools switch."""
-    return any(f.name == TOOLS_FIELD for f in fields(DebateSpec))
+    """Whether eval's debates can read the repository. Not yet: the service's
+    tool loop (bot/tool_loop.py) needs a reader over a case's files or its
+    local repository, which eval does not build, and a debate offered tools
+    with nothing to read would cite nothing, so arbitration's evidence rule
+    would escalate every verdict. Until then ``tools=on|off`` is reported as
+    not available and the debates read the embedded files."""
+    return False
 
 
 def _context_files(case: ArbitrateCase) -> tuple[ContextFile, ...]:
