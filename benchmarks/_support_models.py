@@ -103,13 +103,17 @@ def model_server_process(
     the scripted reply) would compete with the bot's loop for the GIL, and the
     bot's overhead would be overstated. A real model server is elsewhere too.
     """
+    with served_in_child(_serve_in_child, latency_s, pad_to_words, never_converge) as url:
+        yield url
+
+
+@contextmanager
+def served_in_child(serve: Callable[..., None], *args: Any) -> Iterator[str]:
+    """``serve(urls, stop, *args)`` in a spawned process: it puts its server's URL
+    on ``urls`` and serves until ``stop`` is set. Yields that URL."""
     ctx = multiprocessing.get_context("spawn")
     urls, stop = ctx.Queue(), ctx.Event()
-    child = ctx.Process(
-        target=_serve_in_child,
-        args=(urls, stop, latency_s, pad_to_words, never_converge),
-        daemon=True,
-    )
+    child = ctx.Process(target=serve, args=(urls, stop, *args), daemon=True)
     child.start()
     try:
         yield str(urls.get(timeout=60))

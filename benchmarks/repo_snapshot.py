@@ -61,7 +61,10 @@ def seed(fake: FakeGitHub, total_bytes: int, files: int) -> str:
 async def grounded_run(snap: Snapshot, reads: int) -> int:
     """The tool calls of one grounded run; the bytes its answers carried."""
     caps = ToolCaps()
-    calls = [("list_files", {"path": ""}), ("list_files", {"path": "api"})]
+    calls: list[tuple[str, dict[str, object]]] = [
+        ("list_files", {"path": ""}),
+        ("list_files", {"path": "api"}),
+    ]
     calls += [("list_files", {"path": "core"})]
     for i in range(reads):
         path = f"{FOLDERS[i % len(FOLDERS)]}/m{i:05}.py"

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import multiprocessing
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks._support_models import served_in_child
 from benchmarks.common import print_table
 from bot.config import Settings
 from bot.debate import rehearsal
@@ -97,18 +97,8 @@ def _serve_in_child(urls: Any, stop: Any, latency_s: float) -> None:
 def server_process(latency_s: float) -> Iterator[str]:
     """The fake server in its own process, as in benchmarks/critical_path.py: in
     process, its parsing and tokenizing would compete with the loop for the GIL."""
-    ctx = multiprocessing.get_context("spawn")
-    urls, stop = ctx.Queue(), ctx.Event()
-    child = ctx.Process(target=_serve_in_child, args=(urls, stop, latency_s), daemon=True)
-    child.start()
-    try:
-        yield str(urls.get(timeout=60))
-    finally:
-        stop.set()
-        child.join(timeout=15)
-        if child.is_alive():
-            child.terminate()
-            child.join()
+    with served_in_child(_serve_in_child, latency_s) as url:
+        yield url
 
 
 def tool_loop(router: ModelRouter, reader: MemoryReader) -> ToolLoop:
