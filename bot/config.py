@@ -65,7 +65,7 @@ class Settings(BaseSettings):
     # Development only: a smee.io-style channel whose forwarded deliveries `serve`
     # and `web` post to their own webhook route (bot/app/proxy.py).
     webhook_proxy_url: str | None = None
-    port: int = 3000
+    port: int = Field(default=3000, ge=1, le=65535)
     # A `worker` serves no webhooks; on this port it serves /healthz, /readyz and
     # /metrics (its model and GitHub counters live in its own process). Unset: none.
     worker_port: int | None = Field(default=None, ge=1, le=65535)

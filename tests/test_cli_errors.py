@@ -47,6 +47,9 @@ def _mistakes(busy: int, closed: int) -> list[Mistake]:
         Mistake("serve on a busy port", ("serve", "--port", str(busy)), says=port_says),
         Mistake("web on a busy port", ("web",), {"DEBATE_BOT_PORT": str(busy)}, port_says),
         Mistake(
+            "serve on no port", ("serve", "--port", "99999"), says=("debate_bot_port", "65535")
+        ),
+        Mistake(
             "worker on a busy port",
             ("worker", "--port", str(busy)),
             {**app, "DEBATE_BOT_PRIVATE_KEY": "x"},
