@@ -27,7 +27,7 @@ from bot.debate.rehearsal import reply as rehearsal_reply
 from bot.debate.types import Batch, DebateSpec, ModelRequest, Outcome, PersonaSpec, Turn
 from bot.llm.router import ModelRouter
 from bot.runner import execute
-from tests.fakes.model_server import FakeModelServer
+from testkit.fakes.model_server import FakeModelServer
 
 Responder = Callable[[str], str]
 
@@ -76,7 +76,7 @@ def _tcp_server(address: tuple[str, int], **_: Any) -> socket.socket:
 def model_server(**kwargs: Any) -> Iterator[FakeModelServer]:
     """The loopback fake model server, listening on a socket with TCP_NODELAY."""
     server = FakeModelServer(**kwargs)
-    with mock.patch("tests.fakes.model_server.socket.create_server", _tcp_server):
+    with mock.patch("testkit.fakes.model_server.socket.create_server", _tcp_server):
         server.start()
     try:
         yield server

@@ -65,10 +65,10 @@ from benchmarks._support_models import model_server_process, verdict
 from benchmarks.common import print_table, process_cpu_seconds
 from bot.github.webhooks import sign
 from bot.store import RunStore
-from tests.fakes.github_server import CONTENT_LIMITS, CONTENT_METHODS, FakeGitHub, RecordedRequest
-from tests.fakes.model_server import FakeModelServer
-from tests.harness.postgres import fresh_pg_database
-from tests.harness.service import APP_ID, SECRET, Harness, Service, delivery, rsa_keypair
+from testkit.fakes.github_server import CONTENT_LIMITS, CONTENT_METHODS, FakeGitHub, RecordedRequest
+from testkit.fakes.model_server import FakeModelServer
+from testkit.harness.postgres import fresh_pg_database
+from testkit.harness.service import APP_ID, SECRET, Harness, Service, delivery, rsa_keypair
 
 ROUNDS = 3
 TARGET_RATIO = 1.5

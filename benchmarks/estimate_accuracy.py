@@ -48,7 +48,7 @@ from bot.llm.estimate import estimate_run
 from bot.llm.pricing import PriceBook
 from bot.llm.router import ModelRouter
 from bot.llm.scripted import ReplyScript as Responder
-from tests.fakes.model_server import tokenize
+from testkit.fakes.model_server import tokenize
 
 _LIMIT = re.compile(r"Write at most (\d+) words")
 _STANCE = re.compile(r"^POINT \d+:", re.M)

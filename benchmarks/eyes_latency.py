@@ -61,10 +61,10 @@ from bot.config import Settings
 from bot.github.webhooks import sign
 from bot.store.engine import normalize_url
 from bot.store.schema import deliveries, runs
-from tests.fakes.github_server import FakeGitHub, RecordedRequest
-from tests.fakes.model_server import FakeModelServer
-from tests.harness.postgres import fresh_pg_database
-from tests.harness.service import APP_ID, SECRET, Harness, Service, delivery, rsa_keypair
+from testkit.fakes.github_server import FakeGitHub, RecordedRequest
+from testkit.fakes.model_server import FakeModelServer
+from testkit.harness.postgres import fresh_pg_database
+from testkit.harness.service import APP_ID, SECRET, Harness, Service, delivery, rsa_keypair
 
 TARGET_P99_MS = 1000.0
 USER = "Codertocat"

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from benchmarks._support_models import model_server, persona_responder, verdict
 from benchmarks.common import print_table
-from tests.fakes.github_server import FakeGitHub, RecordedRequest
-from tests.harness.service import APP_ID, INSTALLATION, REPO, Harness, delivery, rsa_keypair
+from testkit.fakes.github_server import FakeGitHub, RecordedRequest
+from testkit.harness.service import APP_ID, INSTALLATION, REPO, Harness, delivery, rsa_keypair
 
 ROUNDS = 3
 WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
@@ -70,7 +70,7 @@ def is_continuation(r: RecordedRequest) -> bool:
     return m is not None and int(m.group(1)) >= 2
 
 
-# --- the few helpers of tests/test_service_e2e.py this needs -----------------------
+# --- the few helpers of tests/e2e/test_service_e2e.py this needs -----------------------
 
 
 def seed_issue(h: Harness) -> int:

@@ -34,7 +34,7 @@ from benchmarks.common import (
 )
 from bot.github.webhooks import SIGNATURE_HEADER, sign
 from bot.store import RunStore
-from tests.harness.service import CORPUS
+from testkit.harness.service import CORPUS
 
 PAYLOAD = "issue_comment.created.with-installation.json"
 COMMENT_BODY = "/debate Should we ship the ingestion path as is?"

@@ -53,9 +53,9 @@ from benchmarks.concurrent_runs import (
     sqlite_states,
 )
 from bot.github.pacing import spacing
-from tests.fakes.github_server import FakeGitHub
-from tests.fakes.model_server import FakeModelServer, RateLimit
-from tests.harness.service import APP_ID, Harness, rsa_keypair
+from testkit.fakes.github_server import FakeGitHub
+from testkit.fakes.model_server import FakeModelServer, RateLimit
+from testkit.harness.service import APP_ID, Harness, rsa_keypair
 
 BURST_S = 5.0  # the fake provider's buckets hold five seconds of its limit
 TARGET_BOUND_RATIO = 1.15

@@ -38,8 +38,8 @@ from bot.repo.cache import SnapshotCache
 from bot.repo.github import GitHubReader, ReaderLimits
 from bot.repo.snapshot import Snapshot
 from bot.repo.tools import ToolCaps, run_tool
-from tests.fakes.github_server import FakeGitHub
-from tests.harness.service import APP_ID, INSTALLATION, rsa_keypair
+from testkit.fakes.github_server import FakeGitHub
+from testkit.harness.service import APP_ID, INSTALLATION, rsa_keypair
 
 REPO = "acme/monorepo"
 FOLDERS = ("api", "core", "web", "docs")

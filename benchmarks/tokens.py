@@ -49,7 +49,7 @@ from benchmarks.common import print_table
 from bot.debate import prompts
 from bot.debate.types import DebateSpec, ModelRequest, Prompt, Turn
 from bot.llm.router import ModelRouter
-from tests.fakes.model_server import FakeModelServer, tokenize
+from testkit.fakes.model_server import FakeModelServer, tokenize
 
 PLAN_WORDS = 2000
 TURN_WORDS = 500

@@ -2,7 +2,7 @@
 
 Both parts drive the real engine (``next_step``), router and tool loop
 (``bot/tool_loop.py``) against the loopback tool-calling fake server
-(``tests/fakes/tool_server.py``), over an in-memory repository.
+(``testkit/fakes/tool_server.py``), over an in-memory repository.
 
 1. Critical path. A 3-round debate of two personas (parallel) whose personas and
    judge make k = 3 tool calls per turn, one per step, then answer: 4 model
@@ -44,8 +44,8 @@ from bot.debate.types import (
 )
 from bot.llm.router import ModelRouter
 from bot.tool_loop import ToolLoop
-from tests.fakes.memory_repo import MemoryReader, run_tool
-from tests.fakes.tool_server import Call, Seen, ToolModelServer
+from testkit.fakes.memory_repo import MemoryReader, run_tool
+from testkit.fakes.tool_server import Call, Seen, ToolModelServer
 
 K = 3
 WALL_TARGET = 1.10

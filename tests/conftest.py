@@ -6,17 +6,27 @@ from pathlib import Path
 import pytest
 
 from bot.store import RunStore
-from tests.fakes.github_server import FakeGitHub
-from tests.fakes.model_server import FakeModelServer
-from tests.harness.isolation import NetworkGuard, clear_settings
-from tests.harness.postgres import fresh_pg_database
-from tests.harness.service import APP_ID, INSTALLATION, REPO, Harness, rsa_keypair
+from testkit.fakes.github_server import FakeGitHub
+from testkit.fakes.model_server import FakeModelServer
+from testkit.harness.isolation import NetworkGuard, clear_settings
+from testkit.harness.postgres import fresh_pg_database
+from testkit.harness.service import APP_ID, INSTALLATION, REPO, Harness, rsa_keypair
+
+E2E = Path(__file__).resolve().parent / "e2e"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything under tests/e2e/ starts a process (the service, the CLI, a server
+    in a child): marked ``e2e`` by its folder, so ``-m "not e2e"`` is the inner loop."""
+    for item in items:
+        if item.path.is_relative_to(E2E):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(autouse=True)
 def isolation(monkeypatch: pytest.MonkeyPatch) -> Iterator[NetworkGuard]:
     """Every test runs without the bot's settings from the environment and cannot
-    reach beyond loopback (tests/harness/isolation.py). A refused attempt fails
+    reach beyond loopback (testkit/harness/isolation.py). A refused attempt fails
     the test even when the code under test swallowed the error."""
     clear_settings(monkeypatch)
     guard = NetworkGuard()

@@ -5,7 +5,7 @@ Revises:
 Create Date: 2026-01-01
 
 Frozen copy of bot/store/schema.py at this revision (migrations never import
-the live schema); tests/test_store.py checks that the two agree.
+the live schema); tests/unit/store/test_store.py checks that the two agree.
 """
 
 from __future__ import annotations

@@ -1,0 +1,96 @@
+"""Many runs at once: model calls bounded per provider and per model (settings),
+runs by `worker_concurrency`, not by a small fixed slot count."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from bot.config import Settings
+from bot.debate.types import ModelRequest, Prompt, TurnKey
+from bot.errors import ConfigError
+from bot.llm.router import ModelRouter
+from testkit.fakes.model_server import FakeModelServer
+from testkit.harness.scenarios import bot_markers, command, seed_issue
+from testkit.harness.service import Harness, all_finished, run_rows
+
+PROMPT = Prompt(system="SYS|", prefix="PREFIX|", suffix="SUFFIX")
+
+
+def settings(server: FakeModelServer, **values: object) -> Settings:
+    base: dict[str, object] = {
+        "openai_api_key": "k",
+        "openai_base_url": server.openai_base_url,
+        "model_max_retries": 0,
+    }
+    return Settings(_env_file=None, **base, **values)  # type: ignore[arg-type]
+
+
+async def complete_all(router: ModelRouter, model: str, n: int) -> None:
+    async def one(i: int) -> None:
+        turn = await router.complete(
+            ModelRequest(
+                key=TurnKey(phase="opening", round=1, slot=f"P{i}"),
+                models=(model,),
+                prompt=PROMPT,
+                max_output_tokens=50,
+            )
+        )
+        assert turn.status == "ok", turn
+
+    async with anyio.create_task_group() as tg:
+        for i in range(n):
+            tg.start_soon(one, i)
+
+
+async def test_a_model_limit_bounds_that_model_only() -> None:
+    with FakeModelServer(latency_s=0.5, openai_api_key="k") as server:
+        limits = {"openai/gpt-4.1-mini": 2}
+        async with ModelRouter(settings(server, model_concurrency=limits)) as router:
+            await complete_all(router, "openai/gpt-4.1-mini", 6)
+            assert server.max_in_flight == 2
+            server.reset()
+            await complete_all(router, "openai/gpt-4o", 6)  # no limit of its own
+            assert server.max_in_flight == 6
+
+
+async def test_a_provider_limit_bounds_all_its_models() -> None:
+    with FakeModelServer(latency_s=0.5, openai_api_key="k") as server:
+        s = settings(server, provider_concurrency={"openai": 3}, provider_max_concurrency=50)
+        async with ModelRouter(s) as router:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(complete_all, router, "openai/gpt-4.1-mini", 4)
+                tg.start_soon(complete_all, router, "ollama/llama3.1", 4)  # same server
+            assert server.max_in_flight == 3
+
+
+async def test_a_limit_on_an_unknown_provider_stops_startup() -> None:
+    with (
+        FakeModelServer(openai_api_key="k") as server,
+        pytest.raises(ConfigError, match="unknown model provider"),
+    ):
+        ModelRouter(settings(server, model_concurrency={"opnai/gpt-4.1-mini": 2}))
+
+
+def test_limits_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        Settings(_env_file=None, model_concurrency={"openai/x": 0})
+
+
+def test_one_process_drives_many_runs_at_once(harness: Harness) -> None:
+    # Ten debates (the per-user daily quota) of two personas each: with the old
+    # four slots at most eight calls were ever in flight; now all run at once.
+    h = harness
+    h.models.latency_s = 1.0
+    h.start(DEBATE_BOT_PROVIDER_MAX_CONCURRENCY="64")
+    issues = [seed_issue(h, title=f"Question {i}: Kafka or NATS?") for i in range(10)]
+    for number in issues:
+        payload, _ = command(h, number, "/debate --rounds 1")
+        assert h.post("issue_comment", payload).json()["status"] == "queued"
+    h.wait_for(lambda: all_finished(h, len(issues)), timeout=120, what="ten runs")
+    assert {r["state"] for r in run_rows(h)} == {"done"}
+    for number in issues:
+        markers = bot_markers(h, number)
+        assert len(markers) == len(set(markers))
+        assert sum("debate-bot:verdict" in m for m in markers) == 1
+    assert h.models.max_in_flight > 8

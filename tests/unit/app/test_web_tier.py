@@ -1,0 +1,77 @@
+"""The web tier stands apart (bot/app/ruff.toml): it judges deliveries from the
+trigger table's DeliveryFilter, data handed over by the process wiring, and
+loads neither the worker nor a model adapter."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from bot.app.filter import DeliveryFilter, EventTriggers
+from bot.worker.triggers import build_router
+
+ROOT = Path(__file__).resolve().parents[3]
+RUFF = (sys.executable, "-m", "ruff", "check", "--output-format=json")
+
+
+def _ruff_stdin(path: str, source: str) -> list[str]:
+    proc = subprocess.run(
+        [*RUFF, "--stdin-filename", path, "-"],
+        cwd=ROOT,
+        input=source,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return [d["message"] for d in json.loads(proc.stdout) if d["code"] == "TID251"]
+
+
+def test_the_rule_bans_the_worker_and_model_adapters_in_the_web_tier() -> None:
+    probe = (
+        "from bot.worker.routes import Router\nimport bot.llm.router\n"
+        "from bot.brief.build import build_brief\nfrom bot.store import RunStore\n"
+        "__all__ = ['Router', 'RunStore', 'bot', 'build_brief']\n"
+    )
+    messages = _ruff_stdin("bot/app/_probe.py", probe)
+    assert len(messages) == 3, messages  # the store is the web tier's own
+    assert _ruff_stdin("bot/service.py", probe) == []  # the wiring may
+
+
+def test_importing_the_web_app_loads_no_worker_or_model_module() -> None:
+    code = (
+        "import sys, bot.app.main, bot.app.redeliver, bot.app.proxy\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('bot.worker', 'bot.llm'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_filter_is_the_router_as_data() -> None:
+    deliveries = build_router().delivery_filter()
+    comment = deliveries.events["issue_comment"]
+    assert comment == EventTriggers(
+        frozenset({"created"}), ("comment", "issue", "repository", "sender"), "comment"
+    )
+    # Two features on one event: their actions merge (design reviews and the label debate).
+    assert deliveries.events["pull_request"].actions == {"opened", "synchronize", "labeled"}
+
+
+def test_prefilter_judges_only_what_needs_no_repo_config() -> None:
+    f = DeliveryFilter({"issue_comment": EventTriggers(frozenset({"created"}), (), "comment")})
+    base = {"action": "created", "installation": {"id": 7}, "comment": {"body": "/debate"}}
+    assert f.prefilter("issue_comment", base) is None
+    assert f.prefilter("issue_comment", {**base, "action": "edited"}) == "event"
+    assert f.prefilter("push", base) == "event"
+    bot_sender = {**base, "sender": {"type": "Bot"}}
+    assert f.prefilter("issue_comment", bot_sender) == "bot sender"
+    chat = {**base, "comment": {"body": "thanks!"}}
+    assert f.prefilter("issue_comment", chat) == "not a command"
+    assert f.prefilter("issue_comment", {**base, "comment": "x"}) == "not a command"
+    assert f.prefilter("issue_comment", {**base, "installation": {"id": True}}) == (
+        "no installation"
+    )
