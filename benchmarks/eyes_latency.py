@@ -35,18 +35,16 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -65,12 +63,11 @@ from testkit.fakes.github_server import FakeGitHub, RecordedRequest
 from testkit.fakes.model_server import FakeModelServer
 from testkit.harness.postgres import fresh_pg_database
 from testkit.harness.service import APP_ID, SECRET, Harness, Service, delivery, rsa_keypair
+from testkit.latency import PHASES, Command, eyes_at, first_token_at, phases
 
 TARGET_P99_MS = 1000.0
 USER = "Codertocat"
 WARMUP = 0  # installation index of the warm-up command; the measured ones follow
-EYES_PATH = re.compile(r"/repos/[^/]+/[^/]+/issues/comments/(\d+)/reactions$")
-TOKEN_PATH = re.compile(r"/app/installations/(\d+)/access_tokens$")
 TOPOLOGIES = {
     "serve": "serve, SQLite",
     "pg": "web + 2 workers, PostgreSQL",
@@ -88,15 +85,6 @@ DEFAULTS = {
     f"DEBATE_BOT_{name.upper()}": _default(name)
     for name in ("worker_poll_s", "lease_s", "github_write_interval_s")
 }
-
-
-@dataclass
-class Command:
-    installation: int
-    comment_id: int
-    body: bytes
-    delivery_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    accepted_at: float = 0.0  # time.monotonic() when its 202 arrived
 
 
 @dataclass
@@ -167,18 +155,6 @@ def recorded(github: FakeGitHub) -> list[RecordedRequest]:
         return list(github.requests)
 
 
-def eyes_at(requests: Sequence[RecordedRequest]) -> dict[int, float]:
-    """Comment id -> when the fake GitHub answered its first `eyes` reaction."""
-    seen: dict[int, float] = {}
-    for r in requests:
-        m = EYES_PATH.search(r.path)
-        if not (m and r.method == "POST" and 200 <= r.status < 300):
-            continue
-        if isinstance(r.json, dict) and r.json.get("content") == "eyes":
-            seen.setdefault(int(m.group(1)), r.at)
-    return seen
-
-
 def schedstat(pid: int, tid: int) -> tuple[float, float]:
     """Seconds a thread has run, and has waited runnable for a CPU (Linux)."""
     try:
@@ -186,16 +162,6 @@ def schedstat(pid: int, tid: int) -> tuple[float, float]:
     except (OSError, ValueError):
         return 0.0, 0.0
     return int(ran) / 1e9, int(waited) / 1e9
-
-
-def first_token_at(requests: Sequence[RecordedRequest]) -> dict[int, float]:
-    """Installation -> when its first installation token was answered."""
-    seen: dict[int, float] = {}
-    for r in requests:
-        m = TOKEN_PATH.search(r.path)
-        if r.method == "POST" and m and r.status == 201:
-            seen.setdefault(int(m.group(1)), r.at)
-    return seen
 
 
 class ClaimSampler:
@@ -260,47 +226,6 @@ def stored_and_queued(
 def _utc(value: datetime) -> datetime:
     # SQLite keeps no zone: the store writes UTC.
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
-PHASES = (
-    "stored → its 202 seen here",
-    "stored → claimed (wake, free intake slot, claim)",
-    "claimed → token answered (JWT, POST access_tokens)",
-    "token → run queued (permission, config, create_run)",
-    "run queued → eyes answered",
-)
-
-
-def phases(
-    commands: Sequence[Command],
-    eyes: dict[int, float],
-    tokens: dict[int, float],
-    stored: dict[str, float],
-    claimed: dict[str, tuple[float, str]],
-    queued: dict[int, float],
-) -> dict[str, list[float]]:
-    """Per phase, its duration (ms) for each command whose milestones are all known
-    (a claim can fall between two samples and be missed)."""
-    out: dict[str, list[float]] = {name: [] for name in PHASES}
-    for c in commands:
-        if c.delivery_id not in claimed or c.delivery_id not in stored:
-            continue
-        if c.installation not in tokens or c.installation not in queued:
-            continue
-        t0 = stored[c.delivery_id]
-        marks = [
-            c.accepted_at,
-            claimed[c.delivery_id][0],
-            tokens[c.installation],
-            queued[c.installation],
-            eyes[c.comment_id],
-        ]
-        out[PHASES[0]].append((marks[0] - t0) * 1000)
-        prev = t0
-        for name, at in zip(PHASES[1:], marks[1:], strict=True):
-            out[name].append((at - prev) * 1000)
-            prev = at
-    return out
 
 
 def wait_for_eyes(

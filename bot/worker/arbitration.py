@@ -51,6 +51,7 @@ from bot.worker.arbitration_context import (
 from bot.worker.context import Origin, load_config
 from bot.worker.respond import Responder, TriggerExtras
 from bot.worker.routes import Finished, Router
+from bot.worker.staleness import Span, commented_span, span_reason
 
 log = get_logger(__name__)
 
@@ -265,37 +266,19 @@ async def stale_reason(
     files: dict[tuple[str, str], str | None],
 ) -> str | None:
     """Why the comment is stale (see the module docstring), or None when it is not."""
-    if comment.get("line") is None or ("position" in comment and comment["position"] is None):
-        return "outdated: GitHub no longer shows it on the current diff"
-    if (comment.get("side") or "RIGHT") != "RIGHT":
-        return None
-    original = str(comment.get("original_commit_id") or comment.get("commit_id") or "")
-    if not original or original == head_sha:
-        return None
-    path = str(comment.get("path") or "")
-    end = comment.get("original_line") or comment.get("line")
-    start = comment.get("original_start_line") or comment.get("start_line") or end
-    if not isinstance(end, int) or not isinstance(start, int) or not path:
-        return None
+    span = commented_span(comment, head_sha)
+    if not isinstance(span, Span):
+        return span
 
     async def read(ref: str) -> str | None:
-        if (ref, path) not in files:
-            files[(ref, path)] = await _read(gh, repo, path, ref)
-        return files[(ref, path)]
+        if (ref, span.path) not in files:
+            files[(ref, span.path)] = await _read(gh, repo, span.path, ref)
+        return files[(ref, span.path)]
 
-    before = await read(original)
-    if before is None:
+    before = await read(span.original)
+    if before is None or not span.lines(before):
         return None
-    block = before.splitlines()[start - 1 : end]
-    if not block:
-        return None
-    after = await read(head_sha)
-    if after is None:
-        return f"`{path}` no longer exists at the PR head"
-    if "\n" + "\n".join(block) + "\n" in "\n" + "\n".join(after.splitlines()) + "\n":
-        return None
-    lines = f"line {end}" if start == end else f"lines {start}–{end}"
-    return f"{lines} changed after the comment was made (on {original[:7]})"
+    return span_reason(span, before, await read(head_sha))
 
 
 def _arbitrated_roots(comments: list[dict[str, Any]], me: str) -> set[int]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.eyes_latency import PHASES, Command, eyes_at, first_token_at, phases
 from testkit.fakes.github_server import RecordedRequest
+from testkit.latency import PHASES, Command, eyes_at, first_token_at, phases
 
 
 def request(
