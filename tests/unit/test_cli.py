@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -483,45 +481,6 @@ def test_scripted_rehearsal_needs_no_keys(repo: Path) -> None:
     text = transcript_of(result)
     assert "(scripted rehearsal)" in text
     assert "| Judge | judge | `scripted/rehearsal` |" in text
-
-
-# --- the real process ---------------------------------------------------------------------
-
-
-def test_subprocess_run(repo: Path, server: FakeModelServer) -> None:
-    write_docs(repo)
-    (repo / "plan.md").write_text(f"---\nrounds: 1\n---\n{PLAN_BODY}")
-    env = dict(os.environ)  # the fixtures' settings, as a user's shell would hold them
-    proc = subprocess.run(
-        [sys.executable, "-m", "bot", "run", "plan.md"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    assert len(lines) == 1
-    text = (repo / lines[0]).read_text()
-    assert "**Mode:** critique" in text and "[CONDENSED]" not in text
-    assert "▸ synthesis" in proc.stderr
-    assert server.requests
-
-    (repo / "bad.md").write_bytes(b"\x00\x01")
-    proc = subprocess.run(
-        [sys.executable, "-m", "bot", "run", "bad.md"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 2
-    assert proc.stderr.startswith("error: bad.md: looks like a binary file")
-    assert "Traceback" not in proc.stderr
 
 
 def test_long_plan_is_truncated_with_a_warning(repo: Path) -> None:
