@@ -78,6 +78,7 @@ from testkit.fakes import (
     github_issues,
     github_pulls,
     github_repos,
+    serving,
 )
 from testkit.fakes.github_model import (
     CONTENT_LIMITS,
@@ -207,7 +208,7 @@ class FakeGitHub:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
         config = uvicorn.Config(self.asgi, log_level="warning", lifespan="off", access_log=False)
-        self._server = uvicorn.Server(config)
+        self._server = serving.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
         )

@@ -58,6 +58,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from testkit.fakes import serving
+
 Api = Literal["openai", "anthropic"]
 Responder = Callable[[str], str]
 
@@ -279,7 +281,7 @@ class FakeModelServer:
             access_log=False,
             timeout_graceful_shutdown=2,
         )
-        self._server = uvicorn.Server(config)
+        self._server = serving.Server(config)
         self._thread = threading.Thread(
             target=self._server.run,
             kwargs={"sockets": [sock]},

@@ -17,6 +17,8 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 
+from testkit.fakes import serving
+
 CLOSE = object()  # ends the current stream: the client must reconnect
 
 
@@ -62,7 +64,7 @@ class FakeChannel:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.bind(("127.0.0.1", 0))
         config = uvicorn.Config(self._app(), log_level="warning", lifespan="off")
-        self._server = uvicorn.Server(config)
+        self._server = serving.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
         )

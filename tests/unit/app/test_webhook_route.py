@@ -21,6 +21,7 @@ from bot.github.webhooks import sign
 from bot.metrics import Metrics
 from bot.store import RunStore
 from bot.worker.triggers import build_router
+from testkit.fakes import serving
 from testkit.harness.service import delivery
 
 SECRET = "route-secret-" + uuid.uuid4().hex
@@ -30,7 +31,7 @@ def serve(app: object) -> tuple[uvicorn.Server, threading.Thread, str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     config = uvicorn.Config(app, log_level="warning", lifespan="off")  # type: ignore[arg-type]
-    server = uvicorn.Server(config)
+    server = serving.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not server.started:
