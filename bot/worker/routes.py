@@ -176,7 +176,7 @@ class Router:
         if not routes or row.installation_id is None:
             return "ignored"
         # Removed or suspended: nothing is sent to GitHub for it any more.
-        active = await r.svc.db(r.svc.store.installation_state, row.installation_id) == "active"
+        active = await r.svc.db.installation_state(row.installation_id) == "active"
         parsed: dict[type[WebhookEvent], WebhookEvent] = {}
         for route in routes:
             if route.model not in parsed:
