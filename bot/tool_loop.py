@@ -55,7 +55,7 @@ from bot.llm.base import (
 )
 from bot.logs import get_logger
 from bot.metrics import Metrics
-from bot.store.steps import StoredStep
+from bot.store.rows import StoredStep
 
 log = get_logger(__name__)
 

@@ -17,9 +17,9 @@ reservation is settled to the real spend.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -30,6 +30,7 @@ from bot.errors import AdmissionRefused
 from bot.runner.admission import Admitted, Limits, Used, decide, month_start
 from bot.store.base import StoreBase
 from bot.store.codec import spec_to_json
+from bot.store.rows import MonthSpend, RunSpend, SpendBy, SpendLine
 from bot.store.schema import ACTIVE_RUN_STATES, runs, spend
 
 # Held to the end of create_run's transaction: one admission at a time per
@@ -38,41 +39,6 @@ from bot.store.schema import ACTIVE_RUN_STATES, runs, spend
 _ADMIT_LOCK = sa.text("SELECT pg_advisory_xact_lock(:space, hashtext(:key))")
 _REPO_LOCK_SPACE = 0x71756F74  # "quot"
 _INSTALLATION_LOCK_SPACE = 0x62756467  # "budg"
-
-SpendBy = Literal["repo", "installation", "model"]
-
-
-@dataclass(frozen=True)
-class RunSpend:
-    """A run's spend from the ledger, for its audit line."""
-
-    usd: float
-    calls: int
-    assumed: tuple[str, ...]  # models priced by DEBATE_BOT_UNKNOWN_PRICE
-    unknown: tuple[str, ...]  # models with no price (counted at 0)
-
-
-@dataclass(frozen=True)
-class MonthSpend:
-    """Spend since the month's start, and what active runs still hold."""
-
-    repo_usd: float
-    repo_held_usd: float
-    installation_usd: float
-    installation_held_usd: float
-
-
-@dataclass(frozen=True)
-class SpendLine:
-    """One row of ``debate-bot spend``."""
-
-    key: str
-    runs: int
-    calls: int
-    input_tokens: int
-    cached_tokens: int
-    output_tokens: int
-    usd: float
 
 
 class LedgerQueries(StoreBase):

@@ -17,7 +17,7 @@ from bot.debate.types import DebateSpec
 from bot.llm.estimate import RunEstimate, estimate_run, plan_models
 from bot.llm.pricing import PriceBook
 from bot.runner.admission import Budget, Quota, next_month
-from bot.store.ledger import MonthSpend, RunSpend
+from bot.store.rows import MonthSpend, RunSpend
 
 
 @dataclass(frozen=True)
