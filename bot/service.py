@@ -196,7 +196,7 @@ async def serve_async(
         tg.cancel_scope.cancel()
     if w is not None:
         await w.svc.gateway.aclose()
-        await w.svc.router.aclose()
+        await w.svc.models.aclose()
     store.dispose()
 
 

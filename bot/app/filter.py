@@ -2,9 +2,10 @@
 
 The table itself is ``bot/app/triggers.py`` (the worker's router checks its
 features' registrations against it at start); the process wiring hands it to
-the web app and the redeliverer, Action mode the router's own. The route judges from it which deliveries are worth storing
-without importing a feature, a model adapter or the worker (see
-docs/architecture.md, "One delivery, end to end").
+the web app and the redeliverer, Action mode the router's own. The route
+judges from it which deliveries are worth storing without importing a
+feature, a model adapter or the worker (see docs/architecture.md, "One
+delivery, end to end").
 """
 
 from __future__ import annotations

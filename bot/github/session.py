@@ -60,7 +60,7 @@ from bot.github.auth import InstallationToken, TokenCache
 from bot.github.pacing import SharedSlots, WritePacer, spacing
 from bot.github.retry import decide, rate_limit_wait
 from bot.logs import get_logger
-from bot.pools import ShardedTransport
+from bot.transport import ShardedTransport
 
 log = get_logger(__name__)
 

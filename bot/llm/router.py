@@ -30,7 +30,7 @@ from bot.llm.pricing import load_price_book
 from bot.llm.retry import RetryPolicy
 from bot.llm.scripted import ReplyScript, ScriptedProvider
 from bot.logs import get_logger
-from bot.pools import ShardedTransport
+from bot.transport import ShardedTransport
 
 log = get_logger(__name__)
 

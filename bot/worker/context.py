@@ -37,7 +37,7 @@ class Services:
     settings: Settings
     store: RunStore
     gateway: GitHubGateway
-    router: ModelRouter
+    models: ModelRouter  # the model calls: adapters, fallbacks, capacity
     metrics: Metrics
     wake: Any = field(default=lambda: None)
     # How a new run is named; an Actions job names it after the job so that a

@@ -337,7 +337,7 @@ class Worker:
             return plain
         svc = self.svc
         return ToolLoop(
-            routes=svc.router,
+            routes=svc.models,
             plain=plain.complete,
             reader=await svc.repos.snapshot(gh, spec.repo_ref),
             run_tool=run_tool,
@@ -400,7 +400,7 @@ class Worker:
 
         driver = RunDriver(
             svc.db,
-            RunCalls.of(svc.router, run),
+            RunCalls.of(svc.models, run),
             finisher.publisher,
             run,
             spec,
@@ -411,7 +411,7 @@ class Worker:
         async with anyio.create_task_group() as tg:
             tg.start_soon(renew)
             try:
-                driver.models = await self._models(gh, run, spec, RunCalls.of(svc.router, run))
+                driver.models = await self._models(gh, run, spec, RunCalls.of(svc.models, run))
                 outcome = await driver.drive()
                 turns = await svc.db.load_turns(run.id)
                 await finisher.finish(outcome, tokens_and_cost(turns), self.id)

@@ -265,7 +265,7 @@ class Responder:
         # The budgets (and the estimate they need): off the event loop, the
         # estimate walks the whole plan.
         budget = await anyio.to_thread.run_sync(
-            budget_for, spec, caps_for(self.svc.settings, config), self.svc.router.prices
+            budget_for, spec, caps_for(self.svc.settings, config), self.svc.models.prices
         )
         trigger = Trigger(
             comment_id=origin.comment_id,
@@ -355,7 +355,7 @@ class Responder:
             settings=self.svc.settings,
             mode=chosen,
             subject=subject,
-            available_providers=self.svc.router.available_providers(),
+            available_providers=self.svc.models.available_providers(),
             run_id=run_id,
             arbitration=arbitration,
             overrides=overrides,
