@@ -31,11 +31,12 @@ requests (by arrival): refusals (target 0), the most in any 60 s (≤ 80) and
 debate has its own requester: the default quota lets a user start 10 a day in a
 repository.
 
-A worker admits N runs at once (`worker_concurrency`); model calls go through
-the default settings (issue 22): the adaptive window per provider (it starts at
-`provider_initial_concurrency` and grows while calls succeed), no fixed cap
-raised for the benchmark. CPU per debate: the run-carrying processes' CPU over
-the batch ÷ N (intake, driving, posting, the store).
+Every setting is the service's default (issue 22): a worker drives up to
+`worker_concurrency` (256) runs at once, and model calls go through the
+adaptive window per provider (it starts at `provider_initial_concurrency` and
+grows while calls succeed), no cap raised for the benchmark. CPU per debate:
+the run-carrying processes' CPU over the batch ÷ N (intake, driving, posting,
+the store).
 """
 
 from __future__ import annotations
@@ -199,17 +200,21 @@ class Deployment:
         }
 
 
-def bench_env(h: Harness, n: int) -> None:
-    h.env.update(
-        {
-            "DEBATE_BOT_WORKER_CONCURRENCY": str(max(64, n)),
-            "DEBATE_BOT_GITHUB_WRITE_INTERVAL_S": "1.0",  # the default pacing
-            "DEBATE_BOT_LEASE_S": "60",
-            "DEBATE_BOT_WORKER_POLL_S": "1.0",  # the default; wake-ups do the rest
-            "DEBATE_BOT_INTAKE_CONCURRENCY": "64",
-            "DEBATE_BOT_LOG_LEVEL": "INFO",
-        }
-    )
+def bench_env(h: Harness) -> None:
+    """The service's defaults (issue 22: no setting raised for N): the harness's
+    test-speed overrides go, the runs' concurrency and the intake's are the
+    defaults (``worker_concurrency`` 256, ``intake_concurrency`` 16)."""
+    for name in (
+        "DEBATE_BOT_GITHUB_WRITE_INTERVAL_S",
+        "DEBATE_BOT_GITHUB_MAX_RETRY_WAIT_S",
+        "DEBATE_BOT_MODEL_MAX_RETRY_WAIT_S",
+        "DEBATE_BOT_LEASE_S",
+        "DEBATE_BOT_WORKER_POLL_S",
+        "DEBATE_BOT_WORKER_CONCURRENCY",
+        "DEBATE_BOT_INTAKE_CONCURRENCY",
+    ):
+        h.env.pop(name, None)
+    h.env["DEBATE_BOT_LOG_LEVEL"] = "INFO"
 
 
 @contextmanager
@@ -290,7 +295,7 @@ def measure(
         FakeGitHub(app_id=APP_ID, public_key_pem=public) as github,
         bench_harness(tmp, github, models_url, private) as h,
     ):
-        bench_env(h, n)
+        bench_env(h)
         deployment = serve_deployment(h) if pg_url is None else pg_deployment(h, pg_url, workers=2)
         with deployment as dep:
             next_index = 0
@@ -497,14 +502,10 @@ def one_installation_part(models_url: str, latency: float, timeout_s: float) -> 
         FakeGitHub(app_id=APP_ID, public_key_pem=public) as github,
         bench_harness(Path(tmp_name), github, models_url, private) as h,
     ):
-        bench_env(h, ONE_DEBATES)
+        bench_env(h)  # the pacing under test at its defaults (bot/config.py)
         # Half the debates per worker at most: both processes write to the one
         # installation, so the pacing they share is what is measured.
         h.env["DEBATE_BOT_WORKER_CONCURRENCY"] = str(ONE_DEBATES // 2)
-        # The pacing under test at its defaults (bot/config.py): the write interval,
-        # and the cap on waiting out a rate limit.
-        for name in ("DEBATE_BOT_GITHUB_WRITE_INTERVAL_S", "DEBATE_BOT_GITHUB_MAX_RETRY_WAIT_S"):
-            h.env.pop(name, None)
         github.add_repo(ONE_REPO, installation_id=ONE_INSTALLATION)
         bodies = []
         for i in range(ONE_DEBATES):
