@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol, cast
 
 import anyio
 
-from bot.debate.citations import check_citations
+from bot.debate.citations import check_citations, parse_citations
 from bot.debate.types import (
     DropClass,
     Evidence,
@@ -69,6 +69,10 @@ OVER_CALLS: Final = (
 CUT: Final = "\n[cut: this turn's tool budget of {n} bytes is used up]"
 TRIMMED: Final = "({n} earlier tool steps of this turn were left out to fit.)"
 HISTORY_FACTOR: Final = 2  # the steps sent back: at most twice the turn's byte budget
+# Files a turn's citations may load for their check (a lazy snapshot: one request
+# each): a turn rarely cites more than a handful; past this, the rest are checked
+# against what is held already.
+MAX_CITED_LOADS: Final = 20
 
 
 # --- what the loop needs (bot/repo provides the snapshot side) -------------------
@@ -84,6 +88,11 @@ class Reader(Protocol):
     def html_url(self) -> str: ...
 
     def file_lines(self, path: str) -> list[str] | None: ...
+
+    async def ensure(self, paths: Iterable[str]) -> None:
+        """Load the named files a lazy reader does not hold yet (best effort), so
+        ``file_lines`` sees them."""
+        ...
 
 
 class ToolAnswer(Protocol):
@@ -327,6 +336,7 @@ class ToolLoop:
         self, request: ModelRequest, step: StoredStep, state: _State, static_reason: str
     ) -> Turn:
         text = step.exchange.text
+        await self._load_cited(text)
         checks = await anyio.to_thread.run_sync(
             lambda: check_citations(
                 text, self.reader.file_lines, html_url=self.reader.html_url, sha=self.reader.commit
@@ -347,6 +357,18 @@ class ToolLoop:
             for c in checks:
                 self.metrics.citations.labels(status=c.status).inc()
         return self._as_turn(request, step.model, step, state)
+
+    async def _load_cited(self, text: str) -> None:
+        """Bring the cited files in first: on a lazy snapshot a file the model cites
+        without having read it through a tool (it saw it in the prompt's excerpt, or
+        a search hit) is not held yet, and would check as missing."""
+        paths = list(dict.fromkeys(c.path for c in parse_citations(text)))[:MAX_CITED_LOADS]
+        if not paths:
+            return
+        try:
+            await self.reader.ensure(paths)
+        except BotError as exc:  # GitHub down: what is held is checked, the rest fails
+            log.warning("cited files not loaded", error=str(exc), files=len(paths))
 
     @staticmethod
     def _as_turn(request: ModelRequest, ref: str, step: StoredStep, state: _State) -> Turn:
