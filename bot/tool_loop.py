@@ -20,7 +20,9 @@ engine, bot/debate/tools.py) runs the loop:
 A server that refuses tools (an HTTP 400 naming them, no tool support) answers
 from the prompt alone, with what it read so far as text: the persona debates
 as it did before tools, it is never dropped. Model fallbacks, drop classes and
-the concurrency slots are the router's (``ModelRouter.route``).
+the concurrency slots are the router's (``ModelRouter.route``); each step is
+priced by the router's book and waits its turn at the endpoint's gate under the
+run's ``share``, as a plain call does.
 """
 
 from __future__ import annotations
@@ -51,8 +53,10 @@ from bot.llm.base import (
     Conversation,
     Route,
     add_usage,
+    prompt_tokens,
     trim_history,
 )
+from bot.llm.fair import Share, calling
 from bot.logs import get_logger
 from bot.metrics import Metrics
 from bot.store.steps import StoredStep
@@ -168,6 +172,10 @@ class ToolLoop:
     # Model references whose server refused tools: later turns skip straight to
     # the prompt-alone answer instead of paying a refused request each time.
     no_tools: set[str] = field(default_factory=set)
+    # Whose calls these are (the run's installation and start): each step waits
+    # its fair turn at the endpoint's gate as the run's plain calls do
+    # (bot/llm/fair.py); None outside a run (a local run: calls that start now).
+    share: Share | None = None
 
     async def complete(self, request: ModelRequest) -> Turn:
         if request.tools is None:
@@ -234,14 +242,20 @@ class ToolLoop:
                 note=" ".join([*notes, BUDGET_NOTE] if final else notes),
             )
             try:
-                async with route.slot():
-                    step = await route.provider.step(
-                        route.model, conversation, request.max_output_tokens
-                    )
+                with calling(
+                    self.share,
+                    prompt_tokens(conversation.as_prompt()),
+                    request.max_output_tokens,
+                ):
+                    async with route.slot():
+                        step = await route.provider.step(
+                            route.model, conversation, request.max_output_tokens
+                        )
             except ToolsUnsupported as exc:
                 log.warning("model refused tools", model=route.ref, error=str(exc))
                 self.no_tools.add(route.ref)
                 continue
+            step = replace(step, usage=route.charge(step.usage))
             state.usage = add_usage(state.usage, step.usage)
             if not step.calls:
                 done = StoredStep(
@@ -275,8 +289,10 @@ class ToolLoop:
         prompt = request.prompt
         if state.history:
             prompt = Conversation(prompt, tuple(state.history), note=BUDGET_NOTE).as_prompt()
-        async with route.slot():
-            done = await route.provider.generate(route.model, prompt, request.max_output_tokens)
+        with calling(self.share, prompt_tokens(prompt), request.max_output_tokens):
+            async with route.slot():
+                done = await route.provider.generate(route.model, prompt, request.max_output_tokens)
+        done = replace(done, usage=route.charge(done.usage))
         state.usage = add_usage(state.usage, done.usage)
         if self.metrics is not None:
             self.metrics.tool_static_turns.inc()
