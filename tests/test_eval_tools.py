@@ -5,13 +5,11 @@ against the tool-calling fake server."""
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from bot.config import Settings
 from bot.debate import rehearsal
 from bot.debate.citations import checks_of
 from bot.debate.types import Outcome, Turn
@@ -22,8 +20,8 @@ from bot.eval.material import case_spec
 from bot.eval.reader import case_reader
 from bot.llm.router import ModelRouter
 from tests.fakes.tool_server import Call, Seen, ToolModelServer
+from tests.harness.tool_models import settings_for, tool_server
 
-KEY = "sk-test-" + secrets.token_hex(8)
 CASES = """\
 - id: retry-1
   kind: arbitrate
@@ -55,10 +53,8 @@ def script(seen: Seen) -> str | list[Call]:
 
 @pytest.fixture
 def server() -> Iterator[ToolModelServer]:
-    srv = ToolModelServer(script=script, openai_api_key=KEY)
-    srv.start()
-    yield srv
-    srv.stop()
+    with tool_server(script) as srv:
+        yield srv
 
 
 @pytest.fixture
@@ -80,13 +76,7 @@ class Hooks:
 
 
 def debate(server: ToolModelServer, loaded: Loaded, spec_text: str) -> tuple[list[Turn], Outcome]:
-    settings = Settings(
-        _env_file=None,
-        openai_api_key=KEY,
-        openai_base_url=server.openai_base_url,
-        model_timeout_s=5.0,
-        model_max_retries=0,
-    )
+    settings = settings_for(server)
     (config,) = parse_config(f"d={spec_text}")
 
     async def go() -> tuple[list[Turn], Outcome]:

@@ -4,7 +4,6 @@ at the endpoint's gate under the run's share, and are priced by the router's boo
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,8 +17,8 @@ from bot.llm.router import ModelRouter
 from bot.tool_loop import ToolLoop
 from tests.fakes.memory_repo import MemoryReader, run_tool
 from tests.fakes.tool_server import Call, ToolModelServer, stop_after
+from tests.harness.tool_models import settings_for, tool_server
 
-KEY = "sk-test-" + secrets.token_hex(8)
 FILES = {"app/views.py": "def view(user):\n    return user.name\n"}
 ANSWER = 'POSITION: fine.\nSee `app/views.py:L2` "return user.name".\nPOINT 1: HOLD — read'
 BUDGET = ToolBudget(tools=("read_file",), max_calls=3, max_bytes=10_000, max_steps=3)
@@ -39,25 +38,12 @@ def request(slot: str, tools: ToolBudget | None) -> ModelRequest:
 
 @pytest.fixture
 def server() -> Iterator[ToolModelServer]:
-    srv = ToolModelServer(
-        script=stop_after([[Call("read_file", {"path": "app/views.py"})]], ANSWER),
-        openai_api_key=KEY,
-    )
-    srv.start()
-    yield srv
-    srv.stop()
+    with tool_server(stop_after([[Call("read_file", {"path": "app/views.py"})]], ANSWER)) as srv:
+        yield srv
 
 
 def settings(server: ToolModelServer, prices: Path | None = None) -> Settings:
-    return Settings(
-        _env_file=None,
-        openai_api_key=KEY,
-        openai_base_url=server.openai_base_url,
-        model_timeout_s=5.0,
-        model_max_retries=0,
-        provider_concurrency={"openai": 1},  # a window of one call
-        prices_file=prices,
-    )
+    return settings_for(server, concurrency={"openai": 1}, prices=prices)  # a window of one
 
 
 def test_a_tool_step_waits_its_fair_turn_at_the_gate(server: ToolModelServer) -> None:

@@ -5,12 +5,10 @@ to a file no tool read is checked against the file, not against nothing."""
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import Iterator
 
 import pytest
 
-from bot.config import Settings
 from bot.debate.types import ModelRequest, Prompt, ToolBudget, Turn, TurnKey
 from bot.errors import GitHubError
 from bot.llm.router import ModelRouter
@@ -18,8 +16,8 @@ from bot.repo.snapshot import Entry, Limits, Snapshot
 from bot.repo.tools import ToolCaps, run_tool
 from bot.tool_loop import MAX_CITED_LOADS, ToolLoop
 from tests.fakes.tool_server import Call, ToolModelServer, stop_after
+from tests.harness.tool_models import settings_for, tool_server
 
-KEY = "sk-test-" + secrets.token_hex(8)
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 FILES = {
     "app/views.py": b"def view(user):\n    return limits.check(user)\n",
@@ -61,24 +59,12 @@ def lazy_snapshot(loader: Lazy, files: dict[str, bytes]) -> Snapshot:
 
 @pytest.fixture
 def server() -> Iterator[ToolModelServer]:
-    srv = ToolModelServer(
-        script=stop_after([[Call("read_file", {"path": "app/views.py"})]], ANSWER),
-        openai_api_key=KEY,
-    )
-    srv.start()
-    yield srv
-    srv.stop()
+    with tool_server(stop_after([[Call("read_file", {"path": "app/views.py"})]], ANSWER)) as srv:
+        yield srv
 
 
 async def run_turn(server: ToolModelServer, snap: Snapshot) -> Turn:
-    settings = Settings(
-        _env_file=None,
-        openai_api_key=KEY,
-        openai_base_url=server.openai_base_url,
-        model_timeout_s=5.0,
-        model_max_retries=0,
-    )
-    async with ModelRouter(settings) as router:
+    async with ModelRouter(settings_for(server)) as router:
         loop = ToolLoop(
             routes=router,
             plain=router.complete,
