@@ -9,6 +9,7 @@ from bot.debate.tools import MAX_BYTES, MAX_STEPS, TOOL_PHASES
 from bot.debate.types import DebateSpec, PersonaSpec, RepoRef
 from bot.llm.estimate import TOOL_FILL, estimate_run
 from bot.llm.pricing import PriceBook
+from bot.worker.budgets import Caps, estimate_text
 
 REPO = RepoRef("acme/widgets", "0123456789abcdef0123456789abcdef01234567")
 
@@ -65,3 +66,18 @@ def test_the_tool_fill_scales_the_estimate() -> None:
     assert none.model_calls == len(none.calls)  # no tool steps: one call a turn
     assert none.usd < low.usd < high.usd
     assert {c.steps for c in high.calls if c.phase in TOOL_PHASES} == {MAX_STEPS}
+
+
+def test_the_estimate_reply_counts_every_step_of_a_tool_turn() -> None:
+    on = estimate_run(spec(tools=True), PriceBook())
+    text = estimate_text(spec(tools=True), on, Caps(None, None, None), PriceBook())
+    assert f"over {on.model_calls} model calls" in text
+    assert "most of their tool budget" in text
+    per_model = {
+        m: sum(c.steps for c in on.calls if c.model == m) for m in {c.model for c in on.calls}
+    }
+    for model, calls in per_model.items():
+        assert f"| `{model}` | {calls} |" in text
+    off = estimate_run(spec(tools=False), PriceBook())
+    plain = estimate_text(spec(tools=False), off, Caps(None, None, None), PriceBook())
+    assert f"over {len(off.calls)} model calls" in plain and "tool budget" not in plain
