@@ -125,3 +125,20 @@ def test_tool_steps_are_priced_by_the_operators_book(
     cost, uncached = asyncio.run(scenario())
     # One dollar per uncached input token: the book's price, not the built-in table's.
     assert uncached > 0 and cost == pytest.approx(uncached)
+
+
+def test_the_answer_of_a_server_that_refuses_tools_is_priced_by_the_book(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("openai/gpt-test: {input: 0, cached_input: 0, output: 1000000}\n")
+
+    async def scenario(server: ToolModelServer) -> tuple[float, int, str]:
+        async with ModelRouter(settings(server, prices)) as router:
+            loop = ToolLoop(router, router.complete, MemoryReader(dict(FILES)), run_tool, None, "r")
+            turn = await loop.complete(request("Atlas", BUDGET))
+            assert turn.evidence is not None
+            return turn.usage.cost_usd, turn.usage.output_tokens, turn.evidence.static_reason
+
+    with tool_server(stop_after([], ANSWER), reject_tools=True) as server:
+        cost, output, why = asyncio.run(scenario(server))
+    assert why  # answered from the prompt alone
+    assert output > 0 and cost == pytest.approx(output)  # a dollar an output token

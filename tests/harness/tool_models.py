@@ -15,8 +15,9 @@ KEY = "sk-test-" + secrets.token_hex(8)
 
 
 @contextmanager
-def tool_server(script: Script) -> Iterator[ToolModelServer]:
-    with ToolModelServer(script=script, openai_api_key=KEY) as server:
+def tool_server(script: Script, **quirks: bool) -> Iterator[ToolModelServer]:
+    """``quirks``: ``reject_tools``, ``ignore_tool_choice``… (``ToolModelServer``)."""
+    with ToolModelServer(script=script, openai_api_key=KEY, **quirks) as server:
         yield server
 
 
