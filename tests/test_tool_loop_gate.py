@@ -6,17 +6,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from bot.config import Settings
-from bot.debate.types import ModelRequest, Prompt, ToolBudget, TurnKey
+from bot.debate.types import ModelRequest, Prompt, RepoRef, ToolBudget, TurnKey
 from bot.llm.fair import Share, calling
 from bot.llm.gate import Ticket
 from bot.llm.router import ModelRouter
 from bot.tool_loop import ToolLoop
+from bot.worker.driver import RunCalls
+from bot.worker.pool import Worker
 from tests.fakes.memory_repo import MemoryReader, run_tool
 from tests.fakes.tool_server import Call, ToolModelServer, stop_after
+from tests.harness.engine import spec_for
 from tests.harness.tool_models import settings_for, tool_server
 
 FILES = {"app/views.py": "def view(user):\n    return user.name\n"}
@@ -142,3 +146,28 @@ def test_the_answer_of_a_server_that_refuses_tools_is_priced_by_the_book(tmp_pat
         cost, output, why = asyncio.run(scenario(server))
     assert why  # answered from the prompt alone
     assert output > 0 and cost == pytest.approx(output)  # a dollar an output token
+
+
+def test_the_worker_gives_a_runs_tool_loop_the_runs_share() -> None:
+    """``Worker._models``: the tool loop of a run with tools takes the share its
+    plain calls have (``RunCalls``), so both wait in the same fair queue."""
+    snapshot = MemoryReader(dict(FILES))
+
+    class Repos:
+        async def snapshot(self, gh: object, ref: RepoRef) -> MemoryReader:
+            return snapshot
+
+    async def scenario() -> object:
+        settings = Settings(_env_file=None)
+        async with ModelRouter(settings) as router:
+            svc = SimpleNamespace(router=router, repos=Repos(), store=None, metrics=None)
+            worker = SimpleNamespace(svc=svc)
+            ref = RepoRef("acme/widgets", "0" * 40)
+            spec = spec_for("debate", tools=True, repo_ref=ref)
+            plain = RunCalls(router, NEWER)
+            run = SimpleNamespace(id="run-new")
+            return await Worker._models(worker, None, run, spec, plain)  # type: ignore[arg-type]
+
+    loop = asyncio.run(scenario())
+    assert isinstance(loop, ToolLoop)
+    assert loop.share == NEWER and loop.reader is snapshot and loop.run_id == "run-new"
