@@ -345,6 +345,7 @@ class Worker:
             run_id=run.id,
             steps=svc.store,
             metrics=svc.metrics,
+            share=plain.share,
         )
 
     async def _drive_with(self, gh: InstallationClient, run: RunRow, spec: DebateSpec) -> None:
