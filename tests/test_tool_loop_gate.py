@@ -160,7 +160,7 @@ def test_the_worker_gives_a_runs_tool_loop_the_runs_share() -> None:
     async def scenario() -> object:
         settings = Settings(_env_file=None)
         async with ModelRouter(settings) as router:
-            svc = SimpleNamespace(router=router, repos=Repos(), store=None, metrics=None)
+            svc = SimpleNamespace(models=router, repos=Repos(), store=None, metrics=None)
             worker = SimpleNamespace(svc=svc)
             ref = RepoRef("acme/widgets", "0" * 40)
             spec = spec_for("debate", tools=True, repo_ref=ref)
