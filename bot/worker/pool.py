@@ -18,6 +18,7 @@ from structlog.contextvars import bound_contextvars
 from bot.debate.types import DebateSpec, Outcome, Turn
 from bot.errors import BotError, RateLimited, TargetGone, Transient
 from bot.github.gateway import InstallationClient
+from bot.github.pacing import writer_since
 from bot.logs import get_logger
 from bot.repo.tools import ToolCaps, run_tool
 from bot.runner import Completer
@@ -259,6 +260,11 @@ class Worker:
         with bound_contextvars(
             delivery=row.delivery_id, gh_event=row.event, installation=row.installation_id
         ):
+            # Its writes (eyes, a reply) wait their installation's turn by when the
+            # webhook arrived: counted from "now", an intake slot would wait behind
+            # every write of the runs started since, and one installation's busy
+            # runs would hold the slots other installations' deliveries need.
+            writer_since.set(row.received_at.timestamp())
             await self._process_delivery(row)
 
     async def _process_delivery(self, row: DeliveryRow) -> None:
