@@ -27,7 +27,8 @@ Figures of the first two parts:
 
 Figures of the third, from the fake's record of the installation's content-creating
 requests (by arrival): refusals (target 0), the most in any 60 s (≤ 80) and
-3,600 s (≤ 500), and the smallest gap between two consecutive ones (≥ 1 s). Each
+3,600 s (≤ 500), and the smallest gap between two consecutive ones (≥ 1 s); and the
+bot's CPU per debate (web and both workers, from start, code paths loaded cold). Each
 debate has its own requester: the default quota lets a user start 10 a day in a
 repository.
 
@@ -516,6 +517,7 @@ def one_installation_part(models_url: str, latency: float, timeout_s: float) -> 
             number = github.add_issue(ONE_REPO, title=f"{TITLE} ({i + 1})", body="For partners.")
             bodies.append(command_body(github, ONE_REPO, number, ONE_INSTALLATION, user))
         with pg_deployment(h, pg_url, workers=2) as dep:
+            cpu0 = bot_cpu_s(dep)
             t0 = time.perf_counter()
             asyncio.run(post_all(dep.url, bodies))
             deadline, last_note = t0 + timeout_s, t0
@@ -544,12 +546,19 @@ def one_installation_part(models_url: str, latency: float, timeout_s: float) -> 
                     )
                 time.sleep(0.5)
             makespan = time.perf_counter() - t0
+            cpu_s = bot_cpu_s(dep) - cpu0
             runs_by = dep.runs_by()
         pacing = Pacing(
             content_writes(github, ONE_INSTALLATION), github.content_limited(ONE_INSTALLATION)
         )
     states = {k: v for k, v in states.items() if v}
-    return report_one_installation(pacing, states, makespan, runs_by, latency, timeout_s)
+    cpu_ms = cpu_s * 1000 / max(1, finished(states))
+    return report_one_installation(pacing, states, makespan, runs_by, cpu_ms, latency, timeout_s)
+
+
+def bot_cpu_s(dep: Deployment) -> float:
+    """CPU time of every process of the bot (web and workers) so far."""
+    return sum(process_cpu_seconds(pid) or 0.0 for pid in dep.pids.values())
 
 
 def report_one_installation(
@@ -557,6 +566,7 @@ def report_one_installation(
     states: dict[str, int],
     makespan: float,
     runs_by: dict[str, int],
+    cpu_ms: float,
     latency: float,
     timeout_s: float,
 ) -> int:
@@ -586,6 +596,7 @@ def report_one_installation(
             "max in 3600 s",
             "smallest gap (s)",
             "runs w0 / w1",
+            "CPU/debate (ms)",
             "write statuses",
         ],
         [
@@ -599,6 +610,7 @@ def report_one_installation(
                 str(per_hour),
                 f"{gap:.3f}",
                 " / ".join(str(runs_by.get(w, 0)) for w in ("worker0", "worker1")),
+                f"{cpu_ms:.0f}",
                 ", ".join(f"{s}: {c}" for s, c in sorted(statuses.items())),
             ]
         ],

@@ -30,7 +30,7 @@ from bot.llm.pricing import load_price_book
 from bot.llm.retry import RetryPolicy
 from bot.llm.scripted import ReplyScript, ScriptedProvider
 from bot.logs import get_logger
-from bot.transport import ShardedTransport
+from bot.transport import LeanAsyncClient, ShardedTransport
 
 log = get_logger(__name__)
 
@@ -69,7 +69,7 @@ class ModelRouter:
         # of the transport costs a little at start; beyond it, calls still go,
         # on connections opened for them).
         in_flight = min(sum(limits.values()), KEPT_ALIVE)
-        self._client = httpx.AsyncClient(
+        self._client = LeanAsyncClient(
             transport=transport or ShardedTransport(in_flight),
             timeout=policy.timeout_s,
         )

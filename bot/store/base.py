@@ -104,18 +104,32 @@ class StoreBase:
         may run a plain ``IN (subquery)`` more than once, and with SKIP LOCKED
         each run can pick other rows: more than ``limit`` would be claimed.
         A busy worker claims many at once: one transaction, not one per row."""
-        picked = (
-            sa.select(key)
-            .where(eligible)
-            .order_by(*order)
-            .limit(max(1, limit))
-            .with_for_update(skip_locked=True)
+        picked = sa.select(key).where(eligible).order_by(*order)
+        return self._lease_picked(op, table, key, picked, eligible, order, limit=limit, **values)
+
+    def _lease_picked(
+        self,
+        op: str,
+        table: sa.Table,
+        key: sa.Column[Any],
+        picked: sa.Select[Any],
+        eligible: sa.ColumnElement[bool],
+        order: tuple[sa.Column[Any], ...],
+        *,
+        limit: int,
+        **values: Any,
+    ) -> list[dict[str, Any]]:
+        """Lease the first ``limit`` rows ``picked`` (a SELECT of ``key`` in claim
+        order) lists, as ``_claim_oldest`` does; returned sorted by ``order``."""
+        cte = (
+            picked.limit(max(1, limit))
+            .with_for_update(skip_locked=True, of=table)
             .cte("picked")
             .prefix_with("MATERIALIZED")
         )
         stmt = (
             sa.update(table)
-            .where(key == picked.c[key.name], eligible)
+            .where(key == cte.c[key.name], eligible)
             .values(**values)
             .returning(*table.c)
         )

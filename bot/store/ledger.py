@@ -16,6 +16,7 @@ reservation is settled to the real spend.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
@@ -176,23 +177,52 @@ def record_spend(conn: Connection, run_id: str, turn: Turn, at: datetime) -> Non
     usage = turn.usage
     if turn.status != "ok" and not (usage.input_tokens or usage.output_tokens):
         return  # a dropped call: nothing was billed
-    values = {
-        "run_id": sa.literal(run_id),
-        "turn_id": sa.literal(turn.key.id()),
-        "repo": runs.c.repo,
-        "installation_id": runs.c.installation_id,
-        "model": sa.literal(turn.model),
-        "input_tokens": sa.literal(usage.input_tokens),
-        "cached_tokens": sa.literal(usage.cached_tokens),
-        "cache_write_tokens": sa.literal(usage.cache_write_tokens),
-        "output_tokens": sa.literal(usage.output_tokens),
-        "cost_usd": sa.literal(usage.cost_usd, sa.Float),
-        "price_basis": sa.literal(usage.price_basis),
-        "created_at": sa.literal(at, spend.c.created_at.type),
+    conn.execute(
+        _spend_insert(conn.dialect.name),
+        {
+            "s_run_id": run_id,
+            "s_turn_id": turn.key.id(),
+            "s_model": turn.model,
+            "s_input_tokens": usage.input_tokens,
+            "s_cached_tokens": usage.cached_tokens,
+            "s_cache_write_tokens": usage.cache_write_tokens,
+            "s_output_tokens": usage.output_tokens,
+            "s_cost_usd": usage.cost_usd,
+            "s_price_basis": usage.price_basis,
+            "s_created_at": at,
+        },
+    )
+
+
+@functools.cache
+def _spend_insert(dialect: str) -> sa.Executable:
+    """record_spend's statement, built once per dialect: a ledger row is written
+    for every model call, and building (and cache-keying) it each time cost more
+    than running it. Its parameters are the ``spend`` columns' names with ``s_``."""
+
+    def given(name: str) -> sa.BindParameter[Any]:
+        return sa.bindparam(f"s_{name}", type_=spend.c[name].type)
+
+    run_id = given("run_id")
+    values: dict[str, sa.ColumnElement[Any]] = {"run_id": run_id, "turn_id": given("turn_id")}
+    values |= {"repo": runs.c.repo, "installation_id": runs.c.installation_id}
+    values |= {
+        name: given(name)
+        for name in (
+            "model",
+            "input_tokens",
+            "cached_tokens",
+            "cache_write_tokens",
+            "output_tokens",
+            "cost_usd",
+            "price_basis",
+            "created_at",
+        )
     }
     source = sa.select(*values.values()).where(runs.c.id == run_id)
-    conn.execute(
-        _insert(conn, spend)
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return (
+        insert(spend)
         .from_select(list(values), source)
         .on_conflict_do_nothing(index_elements=[spend.c.run_id, spend.c.turn_id])
     )
@@ -260,7 +290,3 @@ def count_runs(conn: Connection, repo: str, since: datetime, requested_by: str) 
     stmt = sa.select(sa.func.count(), mine).where(r.created_at >= since, r.repo == repo)
     total, own = conn.execute(stmt).one()
     return int(total), int(own)
-
-
-def _insert(conn: Connection, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
-    return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)

@@ -32,6 +32,42 @@ from bot.store.trigger import Trigger
 _INSERT_RETRIES = 5
 
 
+def fair_pick(eligible: sa.ColumnElement[bool], now: datetime) -> sa.Select[Any]:
+    """The eligible runs' ids in fair claim order: by each run's turn within its
+    installation, then oldest first. A run's turn is its place among its
+    installation's eligible runs (oldest first) plus the runs the installation
+    has held under a live lease (by any worker), so an installation with eight
+    runs going waits behind one with none, even when its queued runs are older.
+    Runs without an installation (the CLI's) share one turn order.
+
+    PostgreSQL refuses FOR UPDATE beside a window function, so the turns are
+    ranked in a subquery and joined back to ``runs``, which alone is locked
+    (``FOR UPDATE OF runs SKIP LOCKED``): rows locked by a concurrent claimer
+    are skipped before the LIMIT, as in a plain oldest-first claim."""
+    r = runs.c
+    held = (
+        sa.select(r.installation_id, sa.func.count().label("n"))
+        .where(r.state == "running", r.lease_owner.is_not(None), r.lease_expires_at >= now)
+        .group_by(r.installation_id)
+        .subquery("held")
+    )
+    place = sa.func.row_number().over(partition_by=r.installation_id, order_by=(r.created_at, r.id))
+    ranked = (
+        sa.select(r.id, (place + sa.func.coalesce(held.c.n, 0)).label("turn"))
+        .select_from(
+            runs.outerjoin(held, r.installation_id.is_not_distinct_from(held.c.installation_id))
+        )
+        .where(eligible)
+        .subquery("ranked")
+    )
+    return (
+        sa.select(r.id)
+        .join(ranked, ranked.c.id == r.id)
+        .where(eligible)
+        .order_by(ranked.c.turn, r.created_at, r.id)
+    )
+
+
 class RunQueries(StoreBase):
     def create_run(
         self,
@@ -165,17 +201,20 @@ class RunQueries(StoreBase):
         return next(iter(self.claim_runs(worker_id, lease_s, 1)), None)
 
     def claim_runs(self, worker_id: str, lease_s: float, limit: int) -> list[RunRow]:
-        """``claim_run`` for up to ``limit`` runs in one transaction, oldest first."""
+        """``claim_run`` for up to ``limit`` runs in one transaction, fairly
+        across installations (:func:`fair_pick`): a burst from one installation
+        does not hold back another's run queued after it."""
         now = self._now()
         r = runs.c
         eligible = sa.or_(
             r.state == "queued",
             sa.and_(r.state == "running", r.lease_expires_at < now),
         )
-        rows = self._claim_oldest(
+        rows = self._lease_picked(
             "claim_run",
             runs,
             r.id,
+            fair_pick(eligible, now),
             eligible,
             (r.created_at, r.id),
             limit=limit,
