@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from bot.debate.types import DebateSpec
 from bot.errors import ActiveRunExists, StoreError
 from bot.runner.admission import Limits
-from bot.store.base import StoreBase
+from bot.store.base import StoreBase, fair_order
 from bot.store.codec import spec_from_json, spec_to_json, to_json
 from bot.store.ledger import admit, admitted_values, count_runs
 from bot.store.notify import notify_work
@@ -33,39 +33,15 @@ _INSERT_RETRIES = 5
 
 
 def fair_pick(eligible: sa.ColumnElement[bool], now: datetime) -> sa.Select[Any]:
-    """The eligible runs' ids in fair claim order: by each run's turn within its
-    installation, then oldest first. A run's turn is its place among its
-    installation's eligible runs (oldest first) plus the runs the installation
-    has held under a live lease (by any worker), so an installation with eight
-    runs going waits behind one with none, even when its queued runs are older.
-    Runs without an installation (the CLI's) share one turn order.
-
-    PostgreSQL refuses FOR UPDATE beside a window function, so the turns are
-    ranked in a subquery and joined back to ``runs``, which alone is locked
-    (``FOR UPDATE OF runs SKIP LOCKED``): rows locked by a concurrent claimer
-    are skipped before the LIMIT, as in a plain oldest-first claim."""
+    """The eligible runs' ids in fair claim order (:func:`fair_order`): a run's
+    turn is its place among its installation's eligible runs (oldest first) plus
+    the runs the installation has held under a live lease (by any worker), so an
+    installation with eight runs going waits behind one with none, even when its
+    queued runs are older. Runs without an installation (the CLI's) share one
+    turn order."""
     r = runs.c
-    held = (
-        sa.select(r.installation_id, sa.func.count().label("n"))
-        .where(r.state == "running", r.lease_owner.is_not(None), r.lease_expires_at >= now)
-        .group_by(r.installation_id)
-        .subquery("held")
-    )
-    place = sa.func.row_number().over(partition_by=r.installation_id, order_by=(r.created_at, r.id))
-    ranked = (
-        sa.select(r.id, (place + sa.func.coalesce(held.c.n, 0)).label("turn"))
-        .select_from(
-            runs.outerjoin(held, r.installation_id.is_not_distinct_from(held.c.installation_id))
-        )
-        .where(eligible)
-        .subquery("ranked")
-    )
-    return (
-        sa.select(r.id)
-        .join(ranked, ranked.c.id == r.id)
-        .where(eligible)
-        .order_by(ranked.c.turn, r.created_at, r.id)
-    )
+    going = sa.and_(r.state == "running", r.lease_owner.is_not(None), r.lease_expires_at >= now)
+    return fair_order(runs, r.id, r.installation_id, (r.created_at, r.id), eligible, going)
 
 
 class RunQueries(StoreBase):
