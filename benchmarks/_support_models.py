@@ -26,7 +26,7 @@ from bot.config import Settings
 from bot.debate.rehearsal import reply as rehearsal_reply
 from bot.debate.types import Batch, DebateSpec, ModelRequest, Outcome, PersonaSpec, Turn
 from bot.llm.router import ModelRouter
-from bot.runner import execute
+from bot.runner import Completer, execute
 from testkit.fakes.model_server import FakeModelServer
 
 Responder = Callable[[str], str]
@@ -174,11 +174,12 @@ class _Timed:
             self._open = (step, [], time.perf_counter())
 
 
-async def drive(spec: DebateSpec, router: ModelRouter) -> Driven:
-    """Run ``spec`` to its outcome as the worker does (minus persistence and posting)."""
+async def drive(spec: DebateSpec, router: ModelRouter, models: Completer | None = None) -> Driven:
+    """Run ``spec`` to its outcome as the worker does (minus persistence and posting);
+    ``models`` completes the requests (a tool loop around ``router``), else ``router``."""
     hooks = _Timed()
     started = time.perf_counter()
-    outcome = await execute(spec, (), models=router, hooks=hooks)
+    outcome = await execute(spec, (), models=models or router, hooks=hooks)
     elapsed = time.perf_counter() - started
     turns = [t for stage in hooks.stages for t in stage.turns]
     return Driven(outcome, turns, hooks.stages, elapsed)

@@ -21,6 +21,13 @@ the debate with a model that never concedes (every round runs): the case an
 estimate built on the plan's expected convergence cannot see, bounded by the
 run's cost cap (the admitted budget) instead.
 
+A row with tools on drives the debate through the service's tool loop
+(``bot/tool_loop.py``) against the tool-calling fake server, over an in-memory
+repository whose files are sized so that each turn uses the share of its tool
+budget the estimate assumes (``TOOL_FILL`` of its steps and bytes): it measures
+the estimate's arithmetic of a tool turn (every step re-sending the
+conversation, mostly from the cache), not how much a real model reads.
+
 Target (issue 20): the estimate within ±30 % of the real spend for the four modes.
 """
 
@@ -30,7 +37,9 @@ import argparse
 import asyncio
 import random
 import re
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
+from typing import Any
 
 from benchmarks._support_models import (
     MODEL,
@@ -43,12 +52,16 @@ from benchmarks._support_models import (
 )
 from benchmarks.common import print_table
 from bot.debate.rehearsal import reply
-from bot.debate.types import ArbitrationContext, DebateSpec, Mode
-from bot.llm.estimate import estimate_run
+from bot.debate.tools import MAX_BYTES, MAX_STEPS
+from bot.debate.types import ArbitrationContext, DebateSpec, Mode, Turn
+from bot.llm.estimate import TOOL_FILL, estimate_run
 from bot.llm.pricing import PriceBook
 from bot.llm.router import ModelRouter
 from bot.llm.scripted import ReplyScript as Responder
+from bot.tool_loop import ToolLoop
+from testkit.fakes.memory_repo import MemoryReader, run_tool
 from testkit.fakes.model_server import tokenize
+from testkit.fakes.tool_server import Call, Seen, ToolModelServer
 
 _LIMIT = re.compile(r"Write at most (\d+) words")
 _STANCE = re.compile(r"^POINT \d+:", re.M)
@@ -108,7 +121,42 @@ def fake_tokens(text: str) -> int:
     return len(tokenize(text))
 
 
-async def measure(spec: DebateSpec, *, fill: float, stubborn: bool) -> tuple[float, int, int, int]:
+TOOL_STEPS = round((MAX_STEPS - 1) * TOOL_FILL)  # the tool steps a turn is assumed to take
+_CODE = "    return self._cache.get(key, default)  # held until the entry expires"
+
+
+def tool_repository() -> dict[str, str]:
+    """One file per tool step, each as long as read_file answers with the share of
+    the byte budget one step is assumed to bring."""
+    per_step = int(MAX_BYTES * TOOL_FILL / TOOL_STEPS)
+    lines = per_step // (len(_CODE) + 6)
+    return {f"src/mod{i}.py": "\n".join([_CODE] * lines) + "\n" for i in range(TOOL_STEPS)}
+
+
+def tool_script(fill: float) -> Callable[[Seen], str | list[Call]]:
+    respond = fake_model(fill, stubborn=False)
+
+    def script(seen: Seen) -> str | list[Call]:
+        if seen.may_call and seen.step < TOOL_STEPS:
+            return [Call("read_file", {"path": f"src/mod{seen.step}.py"})]
+        return respond(seen.text)
+
+    return script
+
+
+Measured = tuple[float, int, int, int]  # spend, model calls, input and output tokens
+
+
+def _totals(turns: list[Turn], calls: int) -> Measured:
+    return (
+        sum(t.usage.cost_usd for t in turns),
+        calls,
+        sum(t.usage.input_tokens for t in turns),
+        sum(t.usage.output_tokens for t in turns),
+    )
+
+
+async def measure(spec: DebateSpec, *, fill: float, stubborn: bool) -> Measured:
     with model_server(
         latency_s=LATENCY_S,
         openai_api_key="sk-bench-loopback",
@@ -116,25 +164,43 @@ async def measure(spec: DebateSpec, *, fill: float, stubborn: bool) -> tuple[flo
     ) as server:
         async with ModelRouter(router_settings(server.openai_base_url)) as router:
             driven = await drive(spec, router)
-    turns = driven.turns
-    return (
-        sum(t.usage.cost_usd for t in turns),
-        len(turns),
-        sum(t.usage.input_tokens for t in turns),
-        sum(t.usage.output_tokens for t in turns),
-    )
+    return _totals(driven.turns, len(driven.turns))
 
 
-def row(label: str, spec: DebateSpec, fill: float, stubborn: bool) -> tuple[list[str], bool]:
+async def measure_tools(spec: DebateSpec, *, fill: float, stubborn: bool) -> Measured:
+    with ToolModelServer(
+        script=tool_script(fill), latency_s=LATENCY_S, openai_api_key="sk-bench-loopback"
+    ) as server:
+        async with ModelRouter(router_settings(server.openai_base_url)) as router:
+            loop = ToolLoop(
+                routes=router,
+                plain=router.complete,
+                reader=MemoryReader(tool_repository()),
+                run_tool=run_tool,
+                caps=None,
+                run_id="bench",
+            )
+            driven = await drive(spec, router, loop)
+        calls = len(server.requests)
+    return _totals(driven.turns, calls)
+
+
+def row(
+    label: str,
+    spec: DebateSpec,
+    fill: float,
+    stubborn: bool,
+    measured: Callable[..., Coroutine[Any, Any, Measured]] = measure,
+) -> tuple[list[str], bool]:
     prices = PriceBook()  # the router's, with no price file
     deployed = estimate_run(spec, prices)
     est = estimate_run(spec, prices, count=fake_tokens)
-    real, calls, inp, out = asyncio.run(measure(spec, fill=fill, stubborn=stubborn))
+    real, calls, inp, out = asyncio.run(measured(spec, fill=fill, stubborn=stubborn))
     ratio = est.usd / real if real else float("inf")
     ok = abs(ratio - 1) <= TARGET
     return [
         label,
-        f"{len(est.calls)} / {calls}",
+        f"{est.model_calls} / {calls}",
         f"{est.input_tokens:,} / {inp:,}",
         f"{est.output_tokens:,} / {out:,}",
         f"${real:.5f}",
@@ -166,6 +232,15 @@ def main(argv: list[str]) -> int:
         stubborn=True,
     )
     rows.append(stubborn)
+    tools, tools_ok = row(
+        "debate, tools on",
+        replace(spec_for("debate", words), tools=True),
+        args.fill,
+        stubborn=False,
+        measured=measure_tools,
+    )
+    rows.append(tools)
+    hits += tools_ok
     print_table(
         f"Estimate vs real spend on the fake servers ({words}-word subject, {MODEL}, "
         f"answers at {args.fill:.0%} of their word limit)",
@@ -182,7 +257,7 @@ def main(argv: list[str]) -> int:
         ],
         rows,
     )
-    print(f"{hits} of {len(MODES)} modes within ±{TARGET:.0%} (target: all).")
+    print(f"{hits} of {len(MODES) + 1} runs within ±{TARGET:.0%} (target: all but the stubborn).")
     return 0
 
 

@@ -211,7 +211,7 @@ def report(bare: TargetRun, real: TargetRun, rows_in_db: int, concurrency: int) 
             "p50 ms",
             "p99 ms",
             "ratio to bare",
-            "server CPU ms/req",
+            "server CPU/delivery (ms)",
             "client CPU",
         ],
         [_row(bare, bare), _row(real, bare)],

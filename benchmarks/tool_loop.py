@@ -1,8 +1,9 @@
 """Tool loop: what reading the repository costs in wall time and in input tokens.
 
-Both parts drive the real engine (``next_step``), router and tool loop
-(``bot/tool_loop.py``) against the loopback tool-calling fake server
-(``testkit/fakes/tool_server.py``), over an in-memory repository.
+Both parts drive the real router and tool loop (``bot/tool_loop.py``) against
+the loopback tool-calling fake server (``testkit/fakes/tool_server.py``), over an
+in-memory repository; the debate runs through the one run layer
+(``bot.runner.execute``, as the worker and the CLI run it).
 
 1. Critical path. A 3-round debate of two personas (parallel) whose personas and
    judge make k = 3 tool calls per turn, one per step, then answer: 4 model
@@ -21,25 +22,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks._support_models import served_in_child
+from benchmarks._support_models import drive, served_in_child
 from benchmarks.common import print_table
 from bot.config import Settings
 from bot.debate import rehearsal
-from bot.debate.protocol import next_step
 from bot.debate.types import (
     DebateSpec,
     ModelRequest,
-    Outcome,
     PersonaSpec,
     Prompt,
     ToolBudget,
-    Turn,
     TurnKey,
 )
 from bot.llm.router import ModelRouter
@@ -138,23 +135,14 @@ async def debate(url: str, latency_s: float, rounds: int) -> Walled:
         seed="bench",
     )
     async with ModelRouter(settings(url)) as router:
-        loop = tool_loop(router, MemoryReader(repository()))
-        turns: list[Turn] = []
-        critical = 0.0
-        batches = steps = 0
-        started = time.perf_counter()
-        while True:
-            step = next_step(spec, turns)
-            if isinstance(step, Outcome):
-                break
-            got = await asyncio.gather(*(loop.complete(r) for r in step.requests))
-            per_turn = [t.evidence.steps if t.evidence else 1 for t in got]
-            critical += max(per_turn) * latency_s
-            batches += 1
-            steps += sum(per_turn)
-            turns.extend(got)
-        wall = time.perf_counter() - started
-    return Walled(wall, critical, batches, steps)
+        driven = await drive(spec, router, tool_loop(router, MemoryReader(repository())))
+    critical = 0.0
+    steps = 0
+    for stage in driven.stages:
+        per_turn = [t.evidence.steps if t.evidence else 1 for t in stage.turns]
+        critical += max(per_turn) * latency_s
+        steps += sum(per_turn)
+    return Walled(driven.elapsed_s, critical, len(driven.stages), steps)
 
 
 # --- 2. tokens ----------------------------------------------------------------------

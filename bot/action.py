@@ -149,7 +149,7 @@ async def run_job(settings: Settings, job: Job) -> int:
             try:
                 return await _drain(svc, store, job, routes)
             finally:
-                await svc.router.aclose()
+                await svc.models.aclose()
     finally:
         store.dispose()
 

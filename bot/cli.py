@@ -227,6 +227,9 @@ def review(
     output_dir: Annotated[
         Path | None, typer.Option(help="Where to write the transcript (default: ./debates)")
     ] = None,
+    no_tools: Annotated[
+        bool, typer.Option("--no-tools", help="Review without reading the repository")
+    ] = False,
 ) -> None:
     """Design review of a repository (or a folder) on disk; writes a transcript like `run`."""
     from bot.local.console import LocalOptions, review_local
@@ -238,6 +241,7 @@ def review(
         alternating=alternating,
         dry_run=dry_run,
         output_dir=output_dir,
+        no_tools=no_tools,
     )
     _exit_with(lambda: review_local(_local_settings(), options, path))
 

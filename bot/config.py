@@ -103,7 +103,9 @@ class Settings(BaseSettings):
     max_webhook_bytes: int = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
     # Runs one worker process drives at once; model calls are bounded separately
     # (provider and model limits below), GitHub writes by per-installation pacing.
-    worker_concurrency: int = 64
+    # A run waiting on its model calls costs about 0.2 MB and no CPU: a busy
+    # organisation's burst (hundreds of debates) is driven at once, not in waves.
+    worker_concurrency: PositiveInt = 256
     worker_poll_s: float = 1.0
     # How often a worker looks for due scheduled design reviews; 0 turns them off.
     schedule_poll_s: float = Field(default=300.0, ge=0)

@@ -12,7 +12,7 @@ from bot.config import Settings
 from bot.errors import ConfigError
 from bot.explain import check_sqlite_folder
 from bot.store import RUN_STATES, RunStore
-from bot.store.reports import RunSummary
+from bot.store.rows import RunSummary
 
 
 def html_base(api_url: str) -> str:

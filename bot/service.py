@@ -10,6 +10,7 @@ import signal
 import socket
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import anyio
 import uvicorn
@@ -19,21 +20,18 @@ from fastapi import FastAPI
 from bot.app.main import create_app, create_ops_app, settle_gc
 from bot.app.proxy import follow_channel
 from bot.app.redeliver import redeliver_forever
+from bot.app.triggers import DELIVERY_FILTER
 from bot.app.webhook import local_webhook_url
 from bot.config import Settings
-from bot.errors import ConfigError
 from bot.explain import check_sqlite_folder
-from bot.github.gateway import GitHubGateway
 from bot.listen import bind_socket
-from bot.llm.router import ModelRouter
 from bot.logs import configure_logging, get_logger
-from bot.metrics import Metrics, github_error_kind
-from bot.repo.github import GitHubReader
+from bot.metrics import Metrics
 from bot.store import RunStore
 from bot.store.notify import listen_for_work
-from bot.worker.context import Services
-from bot.worker.pool import Worker, new_worker_id
-from bot.worker.triggers import build_router
+
+if TYPE_CHECKING:
+    from bot.worker.pool import Worker
 
 log = get_logger(__name__)
 
@@ -58,34 +56,6 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
-
-
-def build_services(settings: Settings, store: RunStore, metrics: Metrics) -> Services:
-    if settings.app_id is None or settings.private_key_pem() is None:
-        raise ConfigError(
-            "the worker needs DEBATE_BOT_APP_ID and DEBATE_BOT_PRIVATE_KEY "
-            "(or DEBATE_BOT_PRIVATE_KEY_FILE)"
-        )
-
-    def on_request(method: str, route: str, status: int, rate_limited: bool) -> None:
-        metrics.github_calls.labels(method, route, str(status)).inc()
-        if kind := github_error_kind(status, rate_limited):
-            metrics.github_errors.labels(kind).inc()
-
-    # Several processes share one PostgreSQL: they pace each installation's writes
-    # together; the single SQLite process paces in memory.
-    shared = store.engine.dialect.name == "postgresql"
-    gateway = GitHubGateway(settings, on_request=on_request, write_slots=store if shared else None)
-    # Read at scrape time: per request it cost a loop over every installation.
-    metrics.watch_rate_limits(lambda: gateway.rate_limits)
-    repos = GitHubReader.from_settings(
-        cache_mb=settings.repo_snapshot_cache_mb,
-        archive_max_mb=settings.repo_archive_max_mb,
-        timeout_s=settings.repo_fetch_timeout_s,
-    )
-    # The learned model limits too (bot/llm/gate.py).
-    router = ModelRouter(settings, shared_limits=store if shared else None)
-    return Services(settings, store, gateway, router, metrics, repos=repos)
 
 
 def _skip_missing_sniffio() -> None:
@@ -142,7 +112,6 @@ async def serve_async(
         limiter.total_tokens, settings.worker_concurrency + settings.intake_concurrency
     )
     store = open_store(settings)
-    routes = build_router()  # once: the web route, the redeliverer and the worker share it
     metrics = Metrics()
     metrics.watch_runs(store.counts_by_state, store.run_health)
     metrics.watch_spend(
@@ -150,7 +119,7 @@ async def serve_async(
     )
     metrics.watch_deliveries(store.delivery_backlog)
     wake = lambda: None  # noqa: E731
-    svc: Services | None = None
+    w: Worker | None = None
     if worker:
         if settings.app_id is None and web:
             log.warning(
@@ -158,7 +127,14 @@ async def serve_async(
                 reason="DEBATE_BOT_APP_ID is not set; deliveries are stored but not processed",
             )
         else:
-            svc = build_services(settings, store, metrics)
+            # Imported here: a `web` process runs no feature, model adapter or
+            # repository reader, and loads none (its route reads DELIVERY_FILTER).
+            from bot.worker.pool import Worker
+            from bot.worker.triggers import build_router
+            from bot.worker.wiring import build_services
+
+            # The router once per process (checked against DELIVERY_FILTER).
+            w = Worker(build_services(settings, store, metrics), build_router())
     if web and settings.webhook_secret is None:
         log.warning("webhooks.refused", reason="DEBATE_BOT_WEBHOOK_SECRET is not set")
     # Every role, not only the web app: a worker imports the same libraries
@@ -166,18 +142,16 @@ async def serve_async(
     # them stall its event loop, late for paced writes and model calls alike.
     settle_gc()
     stop = anyio.Event()
-    w: Worker | None = None
     server: uvicorn.Server | None = None
     async with anyio.create_task_group() as tg:
-        if svc is not None:
-            w = Worker(svc, routes)
+        if w is not None:
             wake = w.wake
         await tg.start(_on_signals, stop, w)
         if w is not None:
             tg.start_soon(w.run)
             if store.engine.dialect.name == "postgresql":  # other processes queue work too
                 tg.start_soon(listen_for_work, settings.database_url, w.wake)
-            for loop in routes.loops:
+            for loop in w.routes.loops:
                 tg.start_soon(loop, w.svc, w.id)
         if web:
             if settings.webhook_proxy_url:
@@ -185,11 +159,11 @@ async def serve_async(
                 tg.start_soon(
                     follow_channel, settings.webhook_proxy_url, local_webhook_url(settings)
                 )
-            deliveries = routes.delivery_filter()
+            deliveries = DELIVERY_FILTER
             app = create_app(settings, store, metrics, deliveries=deliveries, wake=wake)
             web_server = server = _http_server(app, settings.host, settings.port)
-            gateway = svc.gateway if svc is not None else None
-            owner = w.id if w is not None else new_worker_id()
+            gateway = w.svc.gateway if w is not None else None
+            owner = w.id if w is not None else f"{socket.gethostname()}:{os.getpid()}:web"
             tg.start_soon(
                 redeliver_forever,
                 settings,
@@ -220,9 +194,9 @@ async def serve_async(
         if server is not None:
             server.should_exit = True
         tg.cancel_scope.cancel()
-    if svc is not None:
-        await svc.gateway.aclose()
-        await svc.router.aclose()
+    if w is not None:
+        await w.svc.gateway.aclose()
+        await w.svc.models.aclose()
     store.dispose()
 
 

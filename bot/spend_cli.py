@@ -12,7 +12,7 @@ import typer
 
 from bot.errors import BotError, ConfigError
 from bot.runner.admission import month_start, next_month
-from bot.store.ledger import SpendBy, SpendLine
+from bot.store.rows import SpendBy, SpendLine
 
 _HEADERS = ("runs", "calls", "input", "cached", "output", "usd")
 

@@ -20,20 +20,22 @@ engine, bot/debate/tools.py) runs the loop:
 A server that refuses tools (an HTTP 400 naming them, no tool support) answers
 from the prompt alone, with what it read so far as text: the persona debates
 as it did before tools, it is never dropped. Model fallbacks, drop classes and
-the concurrency slots are the router's (``ModelRouter.route``).
+the concurrency slots are the router's (``ModelRouter.route``); each step is
+priced by the router's book and waits its turn at the endpoint's gate under the
+run's ``share``, as a plain call does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol, cast
 
 import anyio
 
-from bot.debate.citations import check_citations
+from bot.debate.citations import check_citations, parse_citations
 from bot.debate.types import (
     DropClass,
     Evidence,
@@ -51,11 +53,13 @@ from bot.llm.base import (
     Conversation,
     Route,
     add_usage,
+    prompt_tokens,
     trim_history,
 )
+from bot.llm.fair import Share, calling
 from bot.logs import get_logger
 from bot.metrics import Metrics
-from bot.store.steps import StoredStep
+from bot.store.rows import StoredStep
 
 log = get_logger(__name__)
 
@@ -69,6 +73,10 @@ OVER_CALLS: Final = (
 CUT: Final = "\n[cut: this turn's tool budget of {n} bytes is used up]"
 TRIMMED: Final = "({n} earlier tool steps of this turn were left out to fit.)"
 HISTORY_FACTOR: Final = 2  # the steps sent back: at most twice the turn's byte budget
+# Files a turn's citations may load for their check (a lazy snapshot: one request
+# each): a turn rarely cites more than a handful; past this, the rest are checked
+# against what is held already.
+MAX_CITED_LOADS: Final = 20
 
 
 # --- what the loop needs (bot/repo provides the snapshot side) -------------------
@@ -84,6 +92,11 @@ class Reader(Protocol):
     def html_url(self) -> str: ...
 
     def file_lines(self, path: str) -> list[str] | None: ...
+
+    async def ensure(self, paths: Iterable[str]) -> None:
+        """Load the named files a lazy reader does not hold yet (best effort), so
+        ``file_lines`` sees them."""
+        ...
 
 
 class ToolAnswer(Protocol):
@@ -159,6 +172,10 @@ class ToolLoop:
     # Model references whose server refused tools: later turns skip straight to
     # the prompt-alone answer instead of paying a refused request each time.
     no_tools: set[str] = field(default_factory=set)
+    # Whose calls these are (the run's installation and start): each step waits
+    # its fair turn at the endpoint's gate as the run's plain calls do
+    # (bot/llm/fair.py); None outside a run (a local run: calls that start now).
+    share: Share | None = None
 
     async def complete(self, request: ModelRequest) -> Turn:
         if request.tools is None:
@@ -225,14 +242,20 @@ class ToolLoop:
                 note=" ".join([*notes, BUDGET_NOTE] if final else notes),
             )
             try:
-                async with route.slot():
-                    step = await route.provider.step(
-                        route.model, conversation, request.max_output_tokens
-                    )
+                with calling(
+                    self.share,
+                    prompt_tokens(conversation.as_prompt()),
+                    request.max_output_tokens,
+                ):
+                    async with route.slot():
+                        step = await route.provider.step(
+                            route.model, conversation, request.max_output_tokens
+                        )
             except ToolsUnsupported as exc:
                 log.warning("model refused tools", model=route.ref, error=str(exc))
                 self.no_tools.add(route.ref)
                 continue
+            step = replace(step, usage=route.charge(step.usage))
             state.usage = add_usage(state.usage, step.usage)
             if not step.calls:
                 done = StoredStep(
@@ -266,8 +289,10 @@ class ToolLoop:
         prompt = request.prompt
         if state.history:
             prompt = Conversation(prompt, tuple(state.history), note=BUDGET_NOTE).as_prompt()
-        async with route.slot():
-            done = await route.provider.generate(route.model, prompt, request.max_output_tokens)
+        with calling(self.share, prompt_tokens(prompt), request.max_output_tokens):
+            async with route.slot():
+                done = await route.provider.generate(route.model, prompt, request.max_output_tokens)
+        done = replace(done, usage=route.charge(done.usage))
         state.usage = add_usage(state.usage, done.usage)
         if self.metrics is not None:
             self.metrics.tool_static_turns.inc()
@@ -327,6 +352,7 @@ class ToolLoop:
         self, request: ModelRequest, step: StoredStep, state: _State, static_reason: str
     ) -> Turn:
         text = step.exchange.text
+        await self._load_cited(text)
         checks = await anyio.to_thread.run_sync(
             lambda: check_citations(
                 text, self.reader.file_lines, html_url=self.reader.html_url, sha=self.reader.commit
@@ -347,6 +373,18 @@ class ToolLoop:
             for c in checks:
                 self.metrics.citations.labels(status=c.status).inc()
         return self._as_turn(request, step.model, step, state)
+
+    async def _load_cited(self, text: str) -> None:
+        """Bring the cited files in first: on a lazy snapshot a file the model cites
+        without having read it through a tool (it saw it in the prompt's excerpt, or
+        a search hit) is not held yet, and would check as missing."""
+        paths = list(dict.fromkeys(c.path for c in parse_citations(text)))[:MAX_CITED_LOADS]
+        if not paths:
+            return
+        try:
+            await self.reader.ensure(paths)
+        except BotError as exc:  # GitHub down: what is held is checked, the rest fails
+            log.warning("cited files not loaded", error=str(exc), files=len(paths))
 
     @staticmethod
     def _as_turn(request: ModelRequest, ref: str, step: StoredStep, state: _State) -> Turn:

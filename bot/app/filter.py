@@ -1,10 +1,11 @@
 """What the webhook route must know of the bot's triggers: data, not handlers.
 
-The trigger table (``bot/worker/routes.py``) derives a ``DeliveryFilter`` from
-its registrations; the process wiring hands it to the web app, the redeliverer
-and Action mode. The route judges from it which deliveries are worth storing
-without importing a feature, a model adapter or the worker (see
-docs/architecture.md, "One delivery, end to end").
+The table itself is ``bot/app/triggers.py`` (the worker's router checks its
+features' registrations against it at start); the process wiring hands it to
+the web app and the redeliverer, Action mode the router's own. The route
+judges from it which deliveries are worth storing without importing a
+feature, a model adapter or the worker (see docs/architecture.md, "One
+delivery, end to end").
 """
 
 from __future__ import annotations

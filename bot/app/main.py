@@ -16,6 +16,7 @@ from bot.app.webhook import WEBHOOK_PATH, webhook_endpoint
 from bot.config import Settings
 from bot.metrics import Metrics
 from bot.store import RunStore
+from bot.store.aio import AsyncStore
 
 
 def settle_gc() -> None:
@@ -97,6 +98,7 @@ def create_ops_app(store: RunStore, metrics: Metrics) -> FastAPI:
 def add_ops_routes(app: FastAPI, store: RunStore, metrics: Metrics) -> None:
     """``/healthz`` (the process answers), ``/readyz`` (and so does its database),
     ``/metrics`` (this process's metrics)."""
+    db = AsyncStore(store)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -104,7 +106,7 @@ def add_ops_routes(app: FastAPI, store: RunStore, metrics: Metrics) -> None:
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
-        ok = await anyio.to_thread.run_sync(store.ping)
+        ok = await db.ping()
         return JSONResponse(
             {"status": "ready" if ok else "database unreachable"}, status_code=200 if ok else 503
         )

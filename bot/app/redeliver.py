@@ -36,6 +36,7 @@ from bot.github.gateway import GitHubGateway
 from bot.logs import get_logger
 from bot.metrics import Metrics
 from bot.store import RunStore
+from bot.store.aio import AsyncStore
 
 log = get_logger(__name__)
 
@@ -119,7 +120,7 @@ class Redeliverer:
         clock: Clock = _utcnow,
     ) -> None:
         self.gateway = gateway
-        self.store = store
+        self.db = AsyncStore(store)
         self.interval_s = settings.redeliver_interval_s
         self.window = timedelta(seconds=settings.redeliver_window_s)
         self.max_per_pass = settings.redeliver_max_per_pass
@@ -159,20 +160,20 @@ class Redeliverer:
     async def run_pass(self) -> PassResult:
         now = self._clock()
         floor = now - self.window
-        seen_until = await anyio.to_thread.run_sync(self.store.redelivery_scan, SCAN)
+        seen_until = await self.db.redelivery_scan(SCAN)
         stop_at = floor if seen_until is None else max(floor, seen_until - OVERLAP)
         attempts, complete = await self._list(stop_at)
         result = PassResult(listed=len(attempts), complete=complete)
         if not complete:
             log.warning("redeliver.scan_truncated", pages=MAX_PAGES)
         wanted = self._wanted(attempts)
-        unseen = await anyio.to_thread.run_sync(self.store.unseen_guids, list(wanted))
+        unseen = await self.db.unseen_guids(list(wanted))
         asked = 0
         for guid in unseen:
             if asked >= self.max_per_pass:
                 result.deferred.append(guid)
                 continue
-            if not await anyio.to_thread.run_sync(self.store.claim_redelivery, guid, self.owner):
+            if not await self.db.claim_redelivery(guid, self.owner):
                 continue  # another web process asks for this one
             asked += 1
             await self._ask(guid, wanted[guid][0], result)
@@ -180,8 +181,8 @@ class Redeliverer:
         held = [wanted[g][-1].delivered_at for g in result.deferred]
         newest = [max(a.delivered_at for a in attempts)] if attempts else []
         if newest or held:
-            await anyio.to_thread.run_sync(self.store.set_redelivery_scan, min(newest + held), SCAN)
-        await anyio.to_thread.run_sync(self.store.prune_redeliveries, now - 2 * self.window)
+            await self.db.set_redelivery_scan(min(newest + held), SCAN)
+        await self.db.prune_redeliveries(now - 2 * self.window)
         if result.requested or result.refused or result.deferred:
             log.info(
                 "redeliver.pass",
@@ -198,11 +199,11 @@ class Redeliverer:
             await self.gateway.redeliver(latest.id)
         except GitHubError as exc:
             if exc.github_status in REFUSED:
-                await anyio.to_thread.run_sync(self.store.settle_redelivery, guid, "refused")
+                await self.db.settle_redelivery(guid, "refused")
                 result.refused.append(guid)
                 outcome = "refused"
             else:
-                await anyio.to_thread.run_sync(self.store.settle_redelivery, guid, None)
+                await self.db.settle_redelivery(guid, None)
                 result.deferred.append(guid)
                 outcome = "failed"
             log.warning(
@@ -213,7 +214,7 @@ class Redeliverer:
                 outcome=outcome,
             )
         else:
-            await anyio.to_thread.run_sync(self.store.settle_redelivery, guid, "requested")
+            await self.db.settle_redelivery(guid, "requested")
             result.requested.append(guid)
             outcome = "requested"
             log.info("redeliver.requested", delivery_id=guid, gh_event=latest.event)

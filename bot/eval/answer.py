@@ -21,6 +21,7 @@ from bot.eval.cases import Loaded
 from bot.eval.configs import EvalConfig
 from bot.eval.debate import Stopped, debate_case
 from bot.eval.material import SINGLE_MAX_OUTPUT_TOKENS, is_correct, read_answer, single_prompt
+from bot.eval.reader import case_reader
 from bot.llm.router import ModelRouter
 
 ABSTAIN = "ESCALATED"
@@ -69,7 +70,9 @@ async def answer(job: Job, router: ModelRouter, cache: Cache, spend: Spend) -> R
     stored = cache.turns(job.key)
     started = time.monotonic()
     if job.config.kind == "debate":
-        turns, outcome = await debate_case(job.spec, stored, router=router, hooks=hooks)
+        turns, outcome = await debate_case(
+            job.spec, stored, router=router, hooks=hooks, reader=case_reader(job.loaded)
+        )
         said, status, detail = _from_outcome(job, turns, outcome)
     else:
         turns = await _samples(job, stored, router, hooks)

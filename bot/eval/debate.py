@@ -3,7 +3,10 @@ use (``bot.runner.execute``): exactly the engine and prompts they run.
 
 Turns already made (a resumed case) are passed in and never asked for again;
 each new turn goes to ``hooks.turn`` the moment it completes, and
-``hooks.proceed`` is asked before each model call (the budget).
+``hooks.proceed`` is asked before each model call (the budget). With tools on
+(and a case with files, ``reader``) a turn is the service's tool loop
+(bot/tool_loop.py) over those files; its steps are not stored, so a case cut
+short pays its unfinished turn again.
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ from typing import Protocol
 
 from bot.debate.types import DebateSpec, ModelRequest, Outcome, Turn
 from bot.llm.router import ModelRouter
-from bot.runner import NoHooks, execute
+from bot.repo.snapshot import Snapshot
+from bot.repo.tools import ToolCaps, run_tool
+from bot.runner import Completer, NoHooks, execute
+from bot.tool_loop import ToolLoop
 
 
 class Hooks(Protocol):
@@ -30,25 +36,41 @@ class Stopped(Exception):
 
 
 async def debate_case(
-    spec: DebateSpec, turns: Sequence[Turn], *, router: ModelRouter, hooks: Hooks
+    spec: DebateSpec,
+    turns: Sequence[Turn],
+    *,
+    router: ModelRouter,
+    hooks: Hooks,
+    reader: Snapshot | None = None,
 ) -> tuple[list[Turn], Outcome]:
     done = list(turns)
-    calls = _Budgeted(router, hooks)
+    models: Completer = router
+    if spec.tools and reader is not None:
+        models = ToolLoop(
+            routes=router,
+            plain=router.complete,
+            reader=reader,
+            run_tool=run_tool,
+            caps=ToolCaps(),
+            run_id="eval",  # no step log: the id names nothing stored
+        )
+    calls = _Budgeted(models, hooks)
     outcome = await execute(spec, done, models=calls, hooks=_Collect(done, hooks))
     return done, outcome
 
 
 @dataclass(frozen=True)
 class _Budgeted:
-    """The router, asked first whether the budget allows another call."""
+    """The router (or the tool loop), asked first whether the budget allows another
+    turn."""
 
-    router: ModelRouter
+    models: Completer
     hooks: Hooks
 
     async def complete(self, request: ModelRequest) -> Turn:
         if not self.hooks.proceed():
             raise Stopped
-        return await self.router.complete(request)  # never raises for model failures
+        return await self.models.complete(request)  # never raises for model failures
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ which starts with the same shared prefix; and reading answers back.
 Arbitration cases go through ``arbitration_context`` / ``arbitration_subject`` /
 ``arbitration_config`` and ``build_spec``, exactly as bot/worker/arbitration.py
 does for a review comment on GitHub. The case's other files (``files`` beyond
-the commented one) are embedded as context files: what a debater with tools
-would read for itself.
+the commented one) are embedded as context files, and with ``tools=on`` they
+are also what the debaters' tools read (``bot.eval.reader``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from bot.debate.replies import parse_verdict
 from bot.debate.types import ArbitrationContext, ContextFile, DebateSpec, Prompt
 from bot.eval.cases import ArbitrateCase, Loaded, QuestionCase
 from bot.eval.configs import EvalConfig
+from bot.eval.reader import case_files
 from bot.llm.oracle import Labelled
 from bot.worker.arbitration_context import (
     arbitration_config,
@@ -36,13 +37,9 @@ TOOLS_FIELD = "tools"
 
 
 def tools_supported() -> bool:
-    """Whether eval's debates can read the repository. Not yet: the service's
-    tool loop (bot/tool_loop.py) needs a reader over a case's files or its
-    local repository, which eval does not build, and a debate offered tools
-    with nothing to read would cite nothing, so arbitration's evidence rule
-    would escalate every verdict. Until then ``tools=on|off`` is reported as
-    not available and the debates read the embedded files."""
-    return False
+    """Whether eval's debates can read the repository: yes, an arbitration case's
+    files through the service's tool loop (``bot.eval.reader``)."""
+    return True
 
 
 def _context_files(case: ArbitrateCase) -> tuple[ContextFile, ...]:
@@ -111,7 +108,9 @@ def case_spec(
         arbitration=ctx,
     )
     if config.tools is not None and tools_supported():
-        switch: dict[str, Any] = {TOOLS_FIELD: config.tools}
+        # Only a case with files to read gets tools: one offered tools over nothing
+        # would cite nothing, and the evidence rule would escalate its verdict.
+        switch: dict[str, Any] = {TOOLS_FIELD: config.tools and bool(case_files(loaded))}
         spec = replace(spec, **switch)
     return spec
 

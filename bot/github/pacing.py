@@ -55,7 +55,8 @@ class SharedSlots(Protocol):
 # When the run a write belongs to started (epoch seconds), set by the run's driver.
 # Writes waiting for one installation's turn go oldest run first, so debates in
 # progress post their rounds before newer ones take the slots (issue 22's fair
-# shares); a write outside a run (an acknowledgment) counts as starting now.
+# shares); a delivery's writes (an acknowledgment, a reply) count from the
+# webhook's arrival, and a write outside both from now.
 writer_since: ContextVar[float | None] = ContextVar("writer_since", default=None)
 
 

@@ -60,7 +60,7 @@ from bot.github.auth import InstallationToken, TokenCache
 from bot.github.pacing import SharedSlots, WritePacer, spacing
 from bot.github.retry import decide, rate_limit_wait
 from bot.logs import get_logger
-from bot.pools import ShardedTransport
+from bot.transport import LeanAsyncClient, ShardedTransport
 
 log = get_logger(__name__)
 
@@ -180,6 +180,20 @@ class _SharedTransport(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+class _GitHub(GitHub[Any]):
+    """githubkit's client, its per-request httpx clients lean on cookies
+    (``LeanAsyncClient``): an API answer sets none."""
+
+    async def _create_async_client(self) -> httpx.AsyncClient:
+        if self.config.http_cache:  # never set here; githubkit's own cache client
+            return await super()._create_async_client()
+        return LeanAsyncClient(
+            **self._get_client_defaults(),
+            transport=self.config.async_transport,
+            event_hooks=self.config.async_event_hooks,
+        )
+
+
 class _Retry(Exception):
     """Internal: a failed attempt that may be repeated after ``wait_s``."""
 
@@ -275,8 +289,8 @@ class GitHubSession:
             if actions_token
             else AppAuthStrategy(settings.app_id or 0, pem)
         )
-        self.app = GitHub(app_auth, **common)
-        self.gh = GitHub(UnauthAuthStrategy(), **common)  # ``send`` adds the installation token
+        self.app = _GitHub(app_auth, **common)
+        self.gh = _GitHub(UnauthAuthStrategy(), **common)  # ``send`` adds the installation token
         self._base_headers: dict[str, str] = {}
         if is_enterprise_server(self.api_url):
             # githubkit sends its newest REST version; GHES rejects versions it lacks.

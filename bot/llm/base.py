@@ -40,6 +40,13 @@ def approx_tokens(text: str) -> int:
     return len(text) // 4
 
 
+def prompt_tokens(prompt: Prompt) -> int:
+    """A prompt's input tokens, roughly (the gate's estimate before it is sent)."""
+    return (
+        approx_tokens(prompt.system) + approx_tokens(prompt.prefix) + approx_tokens(prompt.suffix)
+    )
+
+
 # --- tool calling (bot/tool_loop.py drives it) --------------------------
 
 
@@ -98,6 +105,9 @@ class Route:
     model: str
     provider: ToolProvider
     slot: Callable[[], AbstractAsyncContextManager[object]]
+    # The call's usage priced by the deployment's book (``PriceBook.charge``), as
+    # ``ModelRouter.complete`` prices a plain call.
+    charge: Callable[[Usage], Usage] = lambda usage: usage
 
 
 def add_usage(a: Usage, b: Usage) -> Usage:

@@ -12,6 +12,14 @@ Tokens are counted as ``approx_tokens`` (four characters a token, about what
 providers' tokenizers give for English) unless a counter is passed. Prices come
 from the deployment's ``PriceBook``; a model without one adds nothing and is
 listed in ``unpriced``.
+
+A request with tools (``ModelRequest.tools``, a run with tools on) is a loop of
+model steps (bot/tool_loop.py), and each step re-sends the conversation so far.
+It is assumed to use ``TOOL_FILL`` of its budget: that share of its tool steps
+(``max_steps - 1``; the last step answers), each a response of calls answered
+by an even share of ``TOOL_FILL`` of its byte budget. A step's request extends
+the one before byte for byte, so all of it but the newest calls and answers is a
+prefix-cache hit (written to the cache, for an Anthropic-style provider).
 """
 
 from __future__ import annotations
@@ -36,10 +44,20 @@ _WORD_LIMIT = re.compile(r"Write at most (\d+) words")
 _FILLER = "This paragraph stands for the reasoning a model writes at this point."
 # Providers whose prompt cache is written explicitly (and billed as such).
 _CACHE_WRITE_PROVIDERS = frozenset({"anthropic"})
+# Share of a turn's tool budget (steps, bytes) a turn with tools is assumed to
+# use: the same lean as the answers' (an estimate that admits runs should not
+# fall short of the spend).
+TOOL_FILL = 0.75
+# What one step of calls writes, and a line of what read_file answers (counted
+# with the estimate's own counter, so a tokenizer's view of code is kept).
+_CALL_TEXT = 'read_file {"path": "src/app/handlers/retry.py", "start_line": 1}'
+_TOOL_LINE = "  41:         return self._cache.get(key, default)  # held until expiry\n"
 
 
 @dataclass(frozen=True)
 class CallEstimate:
+    """One turn: a model call, or (with tools) its loop's steps summed."""
+
     slot: str
     phase: str
     model: str
@@ -48,6 +66,7 @@ class CallEstimate:
     cache_write_tokens: int
     output_tokens: int
     usd: float
+    steps: int = 1  # model calls the turn makes (tool steps, then the answer)
 
 
 @dataclass(frozen=True)
@@ -68,6 +87,11 @@ class RunEstimate:
     @property
     def output_tokens(self) -> int:
         return sum(c.output_tokens for c in self.calls)
+
+    @property
+    def model_calls(self) -> int:
+        """Model calls, a turn's tool steps included."""
+        return sum(c.steps for c in self.calls)
 
 
 def plan_models(spec: DebateSpec) -> tuple[str, ...]:
@@ -107,6 +131,7 @@ def estimate_run(
     *,
     fill: float = ANSWER_FILL,
     count: Callable[[str], int] = approx_tokens,
+    tool_fill: float = TOOL_FILL,
 ) -> RunEstimate:
     """The run's calls, tokens and cost as its plan predicts them."""
     turns: list[Turn] = []
@@ -123,7 +148,7 @@ def estimate_run(
             )
         fresh: set[tuple[str, str]] = set()
         for request in step.requests:
-            call, answer = _call(request, prices, seen, fill, count)
+            call, answer = _call(request, prices, seen, fill, count, tool_fill)
             calls.append(call)
             fresh.add((call.model, request.prompt.system + request.prompt.prefix))
             turns.append(
@@ -149,6 +174,7 @@ def _call(
     seen: set[tuple[str, str]],
     fill: float,
     count: Callable[[str], int],
+    tool_fill: float,
 ) -> tuple[CallEstimate, str]:
     model = request.models[0] if request.models else ""
     text = _text(request.prompt)
@@ -157,26 +183,59 @@ def _call(
     prefix_tokens = count(shared)
     input_tokens = count(text)
     output_tokens = min(count(answer), request.max_output_tokens)
+    writes = model.partition("/")[0] in _CACHE_WRITE_PROVIDERS
     cached = written = 0
     if (model, shared) in seen:
         cached = prefix_tokens
-    elif model.partition("/")[0] in _CACHE_WRITE_PROVIDERS:
+    elif writes:
         written = prefix_tokens
+    legs = [(input_tokens, cached, written)]
+    outputs = [output_tokens]
+    if request.tools is not None:
+        legs, outputs = _tool_legs(request, legs[0], output_tokens, writes, count, tool_fill)
     usage = Usage(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        cached_tokens=cached,
-        cache_write_tokens=written,
+        input_tokens=sum(leg[0] for leg in legs),
+        output_tokens=sum(outputs),
+        cached_tokens=sum(leg[1] for leg in legs),
+        cache_write_tokens=sum(leg[2] for leg in legs),
     )
     usd = prices.charge(model, usage).cost_usd
     call = CallEstimate(
         request.key.slot,
         request.key.phase,
         model,
-        input_tokens,
-        cached,
-        written,
-        output_tokens,
+        usage.input_tokens,
+        usage.cached_tokens,
+        usage.cache_write_tokens,
+        usage.output_tokens,
         usd,
+        steps=len(legs),
     )
     return call, answer
+
+
+def _tool_legs(
+    request: ModelRequest,
+    first: tuple[int, int, int],
+    answer_tokens: int,
+    writes: bool,
+    count: Callable[[str], int],
+    tool_fill: float,
+) -> tuple[list[tuple[int, int, int]], list[int]]:
+    """A turn's tool loop as (input, cached, written) per step and each step's
+    output: ``tool_fill`` of its tool steps, then the answer."""
+    budget = request.tools
+    assert budget is not None
+    steps = max(0, round((budget.max_steps - 1) * tool_fill))
+    if steps == 0:
+        return [first], [answer_tokens]
+    call = min(count(_CALL_TEXT), request.max_output_tokens)
+    per_step = int(budget.max_bytes * tool_fill / steps)
+    lines = _TOOL_LINE * (per_step // len(_TOOL_LINE) + 1)
+    result = count(lines[:per_step])
+    legs = [first]
+    for _ in range(steps):
+        before = legs[-1][0]
+        grown = before + call + result  # the previous request is the cached prefix
+        legs.append((grown, before, grown - before if writes else 0))
+    return legs, [call] * steps + [answer_tokens]

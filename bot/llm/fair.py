@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -48,6 +51,18 @@ class CallInfo:
 # Set by the router around a provider's ``generate``: the providers' signatures
 # stay about models and prompts, and the gate (bot/llm/gate.py) reads it.
 current_call: ContextVar[CallInfo | None] = ContextVar("current_call", default=None)
+
+
+@contextmanager
+def calling(share: Share | None, input_tokens: int, max_output_tokens: int) -> Iterator[None]:
+    """Say whose the calls made inside are (``current_call``), for the gate; a call
+    outside a run (no ``share``) counts as one that started now."""
+    info = CallInfo(share or Share(since=time.time()), input_tokens, max_output_tokens)
+    token = current_call.set(info)
+    try:
+        yield
+    finally:
+        current_call.reset(token)
 
 
 @dataclass(order=True)

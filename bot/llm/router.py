@@ -21,8 +21,8 @@ from bot.config import Endpoint, Settings
 from bot.debate.types import DropClass, ModelRequest, Turn, Usage
 from bot.errors import ConfigError, ModelError
 from bot.llm.anthropic import AnthropicProvider
-from bot.llm.base import DROP_CLASSES, Provider, Route, ToolProvider, approx_tokens
-from bot.llm.fair import CallInfo, Share, current_call
+from bot.llm.base import DROP_CLASSES, Provider, Route, ToolProvider, prompt_tokens
+from bot.llm.fair import Share, calling
 from bot.llm.gate import EndpointGate, SharedLimits
 from bot.llm.http import HttpProvider
 from bot.llm.openai import OpenAIProvider
@@ -30,7 +30,7 @@ from bot.llm.pricing import load_price_book
 from bot.llm.retry import RetryPolicy
 from bot.llm.scripted import ReplyScript, ScriptedProvider
 from bot.logs import get_logger
-from bot.pools import ShardedTransport
+from bot.transport import LeanAsyncClient, ShardedTransport
 
 log = get_logger(__name__)
 
@@ -69,7 +69,7 @@ class ModelRouter:
         # of the transport costs a little at start; beyond it, calls still go,
         # on connections opened for them).
         in_flight = min(sum(limits.values()), KEPT_ALIVE)
-        self._client = httpx.AsyncClient(
+        self._client = LeanAsyncClient(
             transport=transport or ShardedTransport(in_flight),
             timeout=policy.timeout_s,
         )
@@ -201,8 +201,10 @@ class ModelRouter:
         return provider, name
 
     def route(self, ref: str) -> Route | None:
-        """``ref``'s provider, model and slot for the tool loop (bot/tool_loop.py),
-        which makes its own calls; None when ``complete`` would skip ``ref`` too."""
+        """``ref``'s provider, model, slot and pricing for the tool loop
+        (bot/tool_loop.py), which makes its own calls (inside ``calling``, as
+        ``complete`` does, so its steps wait their fair turn at the same gate);
+        None when ``complete`` would skip ``ref`` too."""
         try:
             provider_name, model = self.resolve(ref)
         except ConfigError:
@@ -210,7 +212,14 @@ class ModelRouter:
         if provider_name not in self._available:
             return None
         provider = cast(ToolProvider, self._providers[provider_name])
-        return Route(ref, model, provider, lambda: self._model_slot(f"{provider_name}/{model}"))
+        full = f"{provider_name}/{model}"
+        return Route(
+            ref,
+            model,
+            provider,
+            lambda: self._model_slot(full),
+            charge=lambda usage: self.prices.charge(full, usage),
+        )
 
     async def complete(self, request: ModelRequest, share: Share | None = None) -> Turn:
         """Try ``request.models`` in order; an ok Turn from the first that answers,
@@ -218,20 +227,8 @@ class ModelRouter:
 
         ``share`` says whose call it is (installation, run), for the fair turns
         waiting calls get at a busy endpoint (bot/llm/fair.py)."""
-        prompt = request.prompt
-        token = current_call.set(
-            CallInfo(
-                share or Share(since=time.time()),  # outside a run: it started now
-                approx_tokens(prompt.system)
-                + approx_tokens(prompt.prefix)
-                + approx_tokens(prompt.suffix),
-                request.max_output_tokens,
-            )
-        )
-        try:
+        with calling(share, prompt_tokens(request.prompt), request.max_output_tokens):
             return await self._complete(request)
-        finally:
-            current_call.reset(token)
 
     async def _complete(self, request: ModelRequest) -> Turn:
         started = time.monotonic()

@@ -123,6 +123,8 @@ def prepare_review(
 ) -> Prepared:
     """A design review of a checkout (or one folder of it) from its repository
     brief, like `/debate review` on GitHub."""
+    if not target.exists():
+        raise ConfigError(f"{target}: no such folder; give `debate-bot review` a folder to review")
     if not target.is_dir():
         raise ConfigError(f"{target}: not a folder; `debate-bot run FILE` reviews a plan file")
     folder = target.resolve()

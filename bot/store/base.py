@@ -104,18 +104,32 @@ class StoreBase:
         may run a plain ``IN (subquery)`` more than once, and with SKIP LOCKED
         each run can pick other rows: more than ``limit`` would be claimed.
         A busy worker claims many at once: one transaction, not one per row."""
-        picked = (
-            sa.select(key)
-            .where(eligible)
-            .order_by(*order)
-            .limit(max(1, limit))
-            .with_for_update(skip_locked=True)
+        picked = sa.select(key).where(eligible).order_by(*order)
+        return self._lease_picked(op, table, key, picked, eligible, order, limit=limit, **values)
+
+    def _lease_picked(
+        self,
+        op: str,
+        table: sa.Table,
+        key: sa.Column[Any],
+        picked: sa.Select[Any],
+        eligible: sa.ColumnElement[bool],
+        order: tuple[sa.Column[Any], ...],
+        *,
+        limit: int,
+        **values: Any,
+    ) -> list[dict[str, Any]]:
+        """Lease the first ``limit`` rows ``picked`` (a SELECT of ``key`` in claim
+        order) lists, as ``_claim_oldest`` does; returned sorted by ``order``."""
+        cte = (
+            picked.limit(max(1, limit))
+            .with_for_update(skip_locked=True, of=table)
             .cte("picked")
             .prefix_with("MATERIALIZED")
         )
         stmt = (
             sa.update(table)
-            .where(key == picked.c[key.name], eligible)
+            .where(key == cte.c[key.name], eligible)
             .values(**values)
             .returning(*table.c)
         )
@@ -123,3 +137,42 @@ class StoreBase:
             rows = [dict(row) for row in conn.execute(stmt).mappings()]
         # RETURNING keeps no order.
         return sorted(rows, key=lambda row: tuple(row[c.name] for c in order))
+
+
+def fair_order(
+    table: sa.Table,
+    key: sa.Column[Any],
+    group: sa.Column[Any],
+    order: tuple[sa.Column[Any], ...],
+    eligible: sa.ColumnElement[bool],
+    going: sa.ColumnElement[bool],
+) -> sa.Select[Any]:
+    """``key`` of the ``eligible`` rows in fair claim order across ``group``s (the
+    installations): by each row's turn, its place among its group's eligible rows
+    (``order``: oldest first) plus the rows its group has ``going`` (leased and
+    live, by any worker), then by ``order``. One group's burst is taken one row
+    per turn beside every other group's, and within a group oldest first.
+
+    PostgreSQL refuses FOR UPDATE beside a window function, so the turns are
+    ranked in a subquery and joined back to ``table``, which alone is locked
+    (``_lease_picked``: ``FOR UPDATE OF`` it, ``SKIP LOCKED``): rows a concurrent
+    claimer holds are skipped before the LIMIT, as in a plain oldest-first claim."""
+    held = (
+        sa.select(group.label("grp"), sa.func.count().label("n"))
+        .where(going)
+        .group_by(group)
+        .subquery("held")
+    )
+    place = sa.func.row_number().over(partition_by=group, order_by=order)
+    ranked = (
+        sa.select(key.label("key"), (place + sa.func.coalesce(held.c.n, 0)).label("turn"))
+        .select_from(table.outerjoin(held, group.is_not_distinct_from(held.c.grp)))
+        .where(eligible)
+        .subquery("ranked")
+    )
+    return (
+        sa.select(key)
+        .join(ranked, ranked.c.key == key)
+        .where(eligible)
+        .order_by(ranked.c.turn, *order)
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import cast
 
 import sqlalchemy as sa
@@ -17,15 +18,16 @@ from bot.store.schema import (
     comments,
 )
 
+# Looked up before every comment the bot posts or edits: built once.
+_COMMENT_ID = sa.select(comments.c.comment_id, comments.c.kind, comments.c.body_sha256).where(
+    comments.c.run_id == sa.bindparam("c_run_id"), comments.c.marker == sa.bindparam("c_marker")
+)
+
 
 class CommentQueries(StoreBase):
     def comment_id(self, run_id: str, marker: str) -> CommentRecord | None:
         with self._read("comment_id") as conn:
-            row = conn.execute(
-                sa.select(comments.c.comment_id, comments.c.kind, comments.c.body_sha256).where(
-                    comments.c.run_id == run_id, comments.c.marker == marker
-                )
-            ).first()
+            row = conn.execute(_COMMENT_ID, {"c_run_id": run_id, "c_marker": marker}).first()
         if row is None:
             return None
         return CommentRecord(int(row[0]), cast(CommentKind, row[1]), row[2])
@@ -36,16 +38,25 @@ class CommentQueries(StoreBase):
         """Remember (or update) the comment posted for ``marker`` in a run."""
         if kind not in COMMENT_KINDS:
             raise StoreError(f"unknown comment kind {kind!r}")
-        now = self._now()
+        values = {
+            "run_id": run_id,
+            "marker": marker,
+            "comment_id": comment_id,
+            "kind": kind,
+            "body_sha256": body_sha256,
+            "updated_at": self._now(),
+        }
+        with self._write("record_comment") as conn:
+            conn.execute(self._record_comment_stmt, values)
+
+    @functools.cached_property
+    def _record_comment_stmt(self) -> sa.Executable:
+        """record_comment's upsert, built once: it runs for every comment posted
+        or edited, and building (and cache-keying) it cost more than running it."""
         stmt = self._insert(comments).values(
-            run_id=run_id,
-            marker=marker,
-            comment_id=comment_id,
-            kind=kind,
-            body_sha256=body_sha256,
-            updated_at=now,
+            {c.name: sa.bindparam(c.name, type_=c.type) for c in comments.c}
         )
-        stmt = stmt.on_conflict_do_update(
+        return stmt.on_conflict_do_update(
             index_elements=[comments.c.run_id, comments.c.marker],
             set_={
                 "comment_id": stmt.excluded.comment_id,
@@ -54,5 +65,3 @@ class CommentQueries(StoreBase):
                 "updated_at": stmt.excluded.updated_at,
             },
         )
-        with self._write("record_comment") as conn:
-            conn.execute(stmt)

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from bot.errors import StoreError
-from bot.store.base import StoreBase
+from bot.store.base import StoreBase, fair_order
 from bot.store.notify import notify_work
 from bot.store.rows import (
     DeliveryRow,
@@ -110,19 +110,26 @@ class DeliveryQueries(StoreBase):
         return next(iter(self.claim_deliveries(worker_id, lease_s, 1)), None)
 
     def claim_deliveries(self, worker_id: str, lease_s: float, limit: int) -> list[DeliveryRow]:
-        """``claim_delivery`` for up to ``limit`` deliveries in one transaction, oldest first."""
+        """``claim_delivery`` for up to ``limit`` deliveries in one transaction,
+        fairly across installations (``fair_order``: each installation's oldest
+        first, by turn), so one installation's burst of webhooks, each waiting its
+        installation's paced write, does not hold the intake slots another
+        installation's delivery needs. Returned oldest first."""
         now = self._now()
         d = deliveries.c
         eligible = sa.and_(
             d.state == "pending",
             sa.or_(d.lease_expires_at.is_(None), d.lease_expires_at < now),
         )
-        rows = self._claim_oldest(
+        going = sa.and_(d.state == "pending", d.lease_owner.is_not(None), d.lease_expires_at >= now)
+        order = (d.received_at, d.delivery_id)
+        rows = self._lease_picked(
             "claim_delivery",
             deliveries,
             d.delivery_id,
+            fair_order(deliveries, d.delivery_id, d.installation_id, order, eligible, going),
             eligible,
-            (d.received_at, d.delivery_id),
+            order,
             limit=limit,
             lease_owner=worker_id,
             lease_expires_at=now + timedelta(seconds=lease_s),

@@ -16,10 +16,11 @@ reservation is settled to the real spend.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -30,6 +31,7 @@ from bot.errors import AdmissionRefused
 from bot.runner.admission import Admitted, Limits, Used, decide, month_start
 from bot.store.base import StoreBase
 from bot.store.codec import spec_to_json
+from bot.store.rows import MonthSpend, RunSpend, SpendBy, SpendLine
 from bot.store.schema import ACTIVE_RUN_STATES, runs, spend
 
 # Held to the end of create_run's transaction: one admission at a time per
@@ -38,41 +40,6 @@ from bot.store.schema import ACTIVE_RUN_STATES, runs, spend
 _ADMIT_LOCK = sa.text("SELECT pg_advisory_xact_lock(:space, hashtext(:key))")
 _REPO_LOCK_SPACE = 0x71756F74  # "quot"
 _INSTALLATION_LOCK_SPACE = 0x62756467  # "budg"
-
-SpendBy = Literal["repo", "installation", "model"]
-
-
-@dataclass(frozen=True)
-class RunSpend:
-    """A run's spend from the ledger, for its audit line."""
-
-    usd: float
-    calls: int
-    assumed: tuple[str, ...]  # models priced by DEBATE_BOT_UNKNOWN_PRICE
-    unknown: tuple[str, ...]  # models with no price (counted at 0)
-
-
-@dataclass(frozen=True)
-class MonthSpend:
-    """Spend since the month's start, and what active runs still hold."""
-
-    repo_usd: float
-    repo_held_usd: float
-    installation_usd: float
-    installation_held_usd: float
-
-
-@dataclass(frozen=True)
-class SpendLine:
-    """One row of ``debate-bot spend``."""
-
-    key: str
-    runs: int
-    calls: int
-    input_tokens: int
-    cached_tokens: int
-    output_tokens: int
-    usd: float
 
 
 class LedgerQueries(StoreBase):
@@ -210,23 +177,52 @@ def record_spend(conn: Connection, run_id: str, turn: Turn, at: datetime) -> Non
     usage = turn.usage
     if turn.status != "ok" and not (usage.input_tokens or usage.output_tokens):
         return  # a dropped call: nothing was billed
-    values = {
-        "run_id": sa.literal(run_id),
-        "turn_id": sa.literal(turn.key.id()),
-        "repo": runs.c.repo,
-        "installation_id": runs.c.installation_id,
-        "model": sa.literal(turn.model),
-        "input_tokens": sa.literal(usage.input_tokens),
-        "cached_tokens": sa.literal(usage.cached_tokens),
-        "cache_write_tokens": sa.literal(usage.cache_write_tokens),
-        "output_tokens": sa.literal(usage.output_tokens),
-        "cost_usd": sa.literal(usage.cost_usd, sa.Float),
-        "price_basis": sa.literal(usage.price_basis),
-        "created_at": sa.literal(at, spend.c.created_at.type),
+    conn.execute(
+        _spend_insert(conn.dialect.name),
+        {
+            "s_run_id": run_id,
+            "s_turn_id": turn.key.id(),
+            "s_model": turn.model,
+            "s_input_tokens": usage.input_tokens,
+            "s_cached_tokens": usage.cached_tokens,
+            "s_cache_write_tokens": usage.cache_write_tokens,
+            "s_output_tokens": usage.output_tokens,
+            "s_cost_usd": usage.cost_usd,
+            "s_price_basis": usage.price_basis,
+            "s_created_at": at,
+        },
+    )
+
+
+@functools.cache
+def _spend_insert(dialect: str) -> sa.Executable:
+    """record_spend's statement, built once per dialect: a ledger row is written
+    for every model call, and building (and cache-keying) it each time cost more
+    than running it. Its parameters are the ``spend`` columns' names with ``s_``."""
+
+    def given(name: str) -> sa.BindParameter[Any]:
+        return sa.bindparam(f"s_{name}", type_=spend.c[name].type)
+
+    run_id = given("run_id")
+    values: dict[str, sa.ColumnElement[Any]] = {"run_id": run_id, "turn_id": given("turn_id")}
+    values |= {"repo": runs.c.repo, "installation_id": runs.c.installation_id}
+    values |= {
+        name: given(name)
+        for name in (
+            "model",
+            "input_tokens",
+            "cached_tokens",
+            "cache_write_tokens",
+            "output_tokens",
+            "cost_usd",
+            "price_basis",
+            "created_at",
+        )
     }
     source = sa.select(*values.values()).where(runs.c.id == run_id)
-    conn.execute(
-        _insert(conn, spend)
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return (
+        insert(spend)
         .from_select(list(values), source)
         .on_conflict_do_nothing(index_elements=[spend.c.run_id, spend.c.turn_id])
     )
@@ -294,7 +290,3 @@ def count_runs(conn: Connection, repo: str, since: datetime, requested_by: str) 
     stmt = sa.select(sa.func.count(), mine).where(r.created_at >= since, r.repo == repo)
     total, own = conn.execute(stmt).one()
     return int(total), int(own)
-
-
-def _insert(conn: Connection, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
-    return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)

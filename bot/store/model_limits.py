@@ -16,20 +16,13 @@ transaction that locks the endpoint's row:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
 
 from bot.store.base import StoreBase
+from bot.store.rows import ModelLimit
 from bot.store.schema import model_limits
-
-
-@dataclass(frozen=True)
-class ModelLimit:
-    window: float
-    decreased_at: datetime | None
-    hold_until: datetime | None
 
 
 def _later(a: datetime | None, b: datetime | None) -> datetime | None:

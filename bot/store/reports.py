@@ -6,36 +6,13 @@ An aggregate of ``RunStore`` on the shared base (bot/store/base.py)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import sqlalchemy as sa
 
 from bot.store.base import StoreBase
+from bot.store.rows import RunSummary
 from bot.store.schema import deliveries, runs
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    id: str
-    repo: str
-    issue_number: int
-    is_pr: bool
-    mode: str
-    state: str
-    requested_by: str
-    created_at: datetime
-    updated_at: datetime
-    tokens_total: int
-    cost_usd: float
-    outcome_kind: str | None
-    error_class: str | None
-
-    @classmethod
-    def from_mapping(cls, row: Mapping[Any, Any]) -> RunSummary:
-        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 
 
 def _aware(value: object) -> datetime | None:

@@ -1,4 +1,4 @@
-"""Row value types returned by the store, and the store's errors."""
+"""Row value types returned by the store: every aggregate's, in one place."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple, cast
 
-from bot.debate.types import DebateSpec
+from bot.debate.types import DebateSpec, Evidence, Exchange, Usage
 from bot.store.codec import from_json, spec_from_json
 from bot.store.trigger import Trigger
 
@@ -17,6 +17,7 @@ DeliveryState = Literal["pending", "done", "ignored", "failed"]
 CommentKind = Literal["issue", "review"]
 InstallationState = Literal["active", "suspended", "removed"]
 RedeliveryOutcome = Literal["requested", "refused"]
+SpendBy = Literal["repo", "installation", "model"]
 
 
 class NewDelivery(NamedTuple):
@@ -180,3 +181,79 @@ class ScheduleRow:
             last_issue=row["last_issue"],
             last_run=row["last_run"],
         )
+
+
+@dataclass(frozen=True)
+class RunSpend:
+    """A run's spend from the ledger, for its audit line."""
+
+    usd: float
+    calls: int
+    assumed: tuple[str, ...]  # models priced by DEBATE_BOT_UNKNOWN_PRICE
+    unknown: tuple[str, ...]  # models with no price (counted at 0)
+
+
+@dataclass(frozen=True)
+class MonthSpend:
+    """Spend since the month's start, and what active runs still hold."""
+
+    repo_usd: float
+    repo_held_usd: float
+    installation_usd: float
+    installation_held_usd: float
+
+
+@dataclass(frozen=True)
+class SpendLine:
+    """One row of ``debate-bot spend``."""
+
+    key: str
+    runs: int
+    calls: int
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    usd: float
+
+
+@dataclass(frozen=True)
+class ModelLimit:
+    window: float
+    decreased_at: datetime | None
+    hold_until: datetime | None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    id: str
+    repo: str
+    issue_number: int
+    is_pr: bool
+    mode: str
+    state: str
+    requested_by: str
+    created_at: datetime
+    updated_at: datetime
+    tokens_total: int
+    cost_usd: float
+    outcome_kind: str | None
+    error_class: str | None
+
+    @classmethod
+    def from_mapping(cls, row: Mapping[Any, Any]) -> RunSummary:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class StoredStep:
+    """One finished model call of a turn's loop; ``final`` steps end the turn."""
+
+    n: int  # 0-based, in call order within the turn
+    model: str  # the model reference that answered
+    exchange: Exchange  # its text, its calls and the answers they got
+    usage: Usage
+    truncated: bool = False
+    final: bool = False
+    bytes_read: int = 0  # repository bytes the step's tools read
+    files: tuple[str, ...] = ()  # files its read_file calls read
+    evidence: Evidence | None = None  # final steps only

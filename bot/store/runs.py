@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from bot.debate.types import DebateSpec
 from bot.errors import ActiveRunExists, StoreError
 from bot.runner.admission import Limits
-from bot.store.base import StoreBase
+from bot.store.base import StoreBase, fair_order
 from bot.store.codec import spec_from_json, spec_to_json, to_json
 from bot.store.ledger import admit, admitted_values, count_runs
 from bot.store.notify import notify_work
@@ -30,6 +30,18 @@ from bot.store.schema import (
 from bot.store.trigger import Trigger
 
 _INSERT_RETRIES = 5
+
+
+def fair_pick(eligible: sa.ColumnElement[bool], now: datetime) -> sa.Select[Any]:
+    """The eligible runs' ids in fair claim order (:func:`fair_order`): a run's
+    turn is its place among its installation's eligible runs (oldest first) plus
+    the runs the installation has held under a live lease (by any worker), so an
+    installation with eight runs going waits behind one with none, even when its
+    queued runs are older. Runs without an installation (the CLI's) share one
+    turn order."""
+    r = runs.c
+    going = sa.and_(r.state == "running", r.lease_owner.is_not(None), r.lease_expires_at >= now)
+    return fair_order(runs, r.id, r.installation_id, (r.created_at, r.id), eligible, going)
 
 
 class RunQueries(StoreBase):
@@ -165,17 +177,20 @@ class RunQueries(StoreBase):
         return next(iter(self.claim_runs(worker_id, lease_s, 1)), None)
 
     def claim_runs(self, worker_id: str, lease_s: float, limit: int) -> list[RunRow]:
-        """``claim_run`` for up to ``limit`` runs in one transaction, oldest first."""
+        """``claim_run`` for up to ``limit`` runs in one transaction, fairly
+        across installations (:func:`fair_pick`): a burst from one installation
+        does not hold back another's run queued after it."""
         now = self._now()
         r = runs.c
         eligible = sa.or_(
             r.state == "queued",
             sa.and_(r.state == "running", r.lease_expires_at < now),
         )
-        rows = self._claim_oldest(
+        rows = self._lease_picked(
             "claim_run",
             runs,
             r.id,
+            fair_pick(eligible, now),
             eligible,
             (r.created_at, r.id),
             limit=limit,

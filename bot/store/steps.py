@@ -10,29 +10,13 @@ not carry."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import sqlalchemy as sa
 
-from bot.debate.types import Evidence, Exchange, Usage
+from bot.debate.types import Evidence
 from bot.store.base import StoreBase
 from bot.store.codec import from_json, to_json
+from bot.store.rows import StoredStep
 from bot.store.schema import turn_steps
-
-
-@dataclass(frozen=True)
-class StoredStep:
-    """One finished model call of a turn's loop; ``final`` steps end the turn."""
-
-    n: int  # 0-based, in call order within the turn
-    model: str  # the model reference that answered
-    exchange: Exchange  # its text, its calls and the answers they got
-    usage: Usage
-    truncated: bool = False
-    final: bool = False
-    bytes_read: int = 0  # repository bytes the step's tools read
-    files: tuple[str, ...] = ()  # files its read_file calls read
-    evidence: Evidence | None = None  # final steps only
 
 
 class StepQueries(StoreBase):

@@ -17,7 +17,7 @@ from bot.debate.types import DebateSpec
 from bot.llm.estimate import RunEstimate, estimate_run, plan_models
 from bot.llm.pricing import PriceBook
 from bot.runner.admission import Budget, Quota, next_month
-from bot.store.ledger import MonthSpend, RunSpend
+from bot.store.rows import MonthSpend, RunSpend
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def estimate_text(spec: DebateSpec, est: RunEstimate, caps: Caps, prices: PriceB
     by_model: dict[str, list[int]] = {}
     for call in est.calls:
         row = by_model.setdefault(call.model or "(none)", [0, 0, 0])
-        row[0] += 1
+        row[0] += call.steps  # a tool turn is several calls
         row[1] += call.input_tokens
         row[2] += call.output_tokens
     personas = ", ".join(p.name for p in spec.personas) or "auto-picked by the judge"
@@ -104,9 +104,11 @@ def estimate_text(spec: DebateSpec, est: RunEstimate, caps: Caps, prices: PriceB
         lines.append(f"| `{model}` | {calls} | {inp:,} | {out:,} | {shown} |")
     lines += [
         "",
-        f"Estimated cost: **${est.usd:.4f}** over {len(est.calls)} model calls "
+        f"Estimated cost: **${est.usd:.4f}** over {est.model_calls} model calls "
         f"({est.input_tokens:,} input and {est.output_tokens:,} output tokens; answers "
-        "assumed to use most of their word limit).",
+        "assumed to use most of their word limit"
+        + ("; turns that read the repository, most of their tool budget" if spec.tools else "")
+        + ").",
     ]
     if est.unpriced:
         lines.append(

@@ -7,13 +7,10 @@ bot/worker/triggers.py registers the features with the router.
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
-
-import anyio
+from typing import Any
 
 from bot.config import RepoConfig, Settings, load_repo_config
 from bot.github.events import (
@@ -28,12 +25,11 @@ from bot.metrics import Metrics
 from bot.repo.cache import SnapshotCache
 from bot.repo.github import GitHubReader
 from bot.store import RunStore
+from bot.store.aio import AsyncStore
 from bot.store.rows import RunRow
 from bot.worker.publish import Thread
 
 CONFIG_PATH = ".github/debate.yml"
-P = ParamSpec("P")
-T = TypeVar("T")
 
 
 @dataclass
@@ -41,7 +37,7 @@ class Services:
     settings: Settings
     store: RunStore
     gateway: GitHubGateway
-    router: ModelRouter
+    models: ModelRouter  # the model calls: adapters, fallbacks, capacity
     metrics: Metrics
     wake: Any = field(default=lambda: None)
     # How a new run is named; an Actions job names it after the job so that a
@@ -52,10 +48,11 @@ class Services:
     # Repository snapshots at runs' pinned commits, shared by this process's runs.
     repos: GitHubReader = field(default_factory=lambda: GitHubReader(SnapshotCache(512 << 20)))
 
-    async def db(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """A store call in a worker thread: the store is synchronous, and on the
-        event loop every other run and delivery would wait out its round trip."""
-        return await anyio.to_thread.run_sync(functools.partial(call, *args, **kwargs))
+    # The store for async code: ``await svc.db.x(…)`` runs ``store.x`` in a thread.
+    db: AsyncStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.db = AsyncStore(self.store)
 
 
 @dataclass(frozen=True)

@@ -143,15 +143,15 @@ async def help_(
 async def status(
     r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
 ) -> str:
-    store, db = r.svc.store, r.svc.db
-    run = await db(store.active_run, origin.repo, origin.issue_number) or await db(
-        store.latest_run, origin.repo, origin.issue_number
+    db = r.svc.db
+    run = await db.active_run(origin.repo, origin.issue_number) or await db.latest_run(
+        origin.repo, origin.issue_number
     )
     spend = await r.spend_line(origin, config, gh.installation_id)
     if run is None:
         await r.reply(gh, origin, f"No debate has run on this issue yet.\n\n{spend}")
         return "done"
-    turns = await db(store.load_turns, run.id)
+    turns = await db.load_turns(run.id)
     await r.reply(
         gh,
         origin,
@@ -164,12 +164,12 @@ async def status(
 async def cancel(
     r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
 ) -> str:
-    store, db = r.svc.store, r.svc.db
-    run = await db(store.active_run, origin.repo, origin.issue_number)
+    db = r.svc.db
+    run = await db.active_run(origin.repo, origin.issue_number)
     if run is None:
         await r.reply(gh, origin, "No debate is running on this issue.")
         return "done"
-    await db(store.request_cancel, run.id)
+    await db.request_cancel(run.id)
     await r.react(gh, origin, "+1")
     r.svc.wake()
     return "done"
@@ -178,8 +178,8 @@ async def cancel(
 async def decide(
     r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
 ) -> str:
-    store, db = r.svc.store, r.svc.db
-    run = await db(store.active_run, origin.repo, origin.issue_number)
+    db = r.svc.db
+    run = await db.active_run(origin.repo, origin.issue_number)
     point, choice = cmd.decide_point, cmd.decide_choice
     if run is None or run.mode != "proposal" or point is None or choice is None:
         await r.reply(gh, origin, "There is no proposal waiting for a decision here.")
@@ -188,7 +188,7 @@ async def decide(
         await r.reply(gh, origin, "The panel is still working; answer when it asks for a decision.")
         return "done"
     spec = run.debate_spec()
-    waiting = next_step(spec, await db(store.load_turns, run.id))
+    waiting = next_step(spec, await db.load_turns(run.id))
     pending = waiting.pending_points if isinstance(waiting, Outcome) else ()
     if point not in pending:
         listed = ", ".join(str(p) for p in pending) or "none"
@@ -196,7 +196,7 @@ async def decide(
         return "done"
     decisions = tuple(d for d in spec.decisions if d.point != point)
     spec = replace(spec, decisions=(*decisions, Decision(point, choice, origin.sender)))
-    if not await db(store.requeue, run.id, spec):  # another decision got there first
+    if not await db.requeue(run.id, spec):  # another decision got there first
         await r.reply(gh, origin, "That decision crossed another one; please repeat it.")
         return "done"
     await r.react(gh, origin, "+1")

@@ -12,8 +12,6 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-import anyio
-
 from bot.debate.render import render_rounds
 from bot.debate.types import Batch, DebateSpec, ModelRequest, Outcome, Turn
 from bot.github.gateway import InstallationClient
@@ -22,7 +20,7 @@ from bot.llm.fair import Share
 from bot.llm.router import ModelRouter
 from bot.logs import get_logger
 from bot.runner import Completer, execute
-from bot.store import RunStore
+from bot.store.aio import AsyncStore
 from bot.store.rows import RunControl, RunRow
 from bot.tool_loop import attach_evidence
 from bot.worker.publish import Publisher
@@ -80,7 +78,7 @@ class RunDriver:
     the lease, the cancel flag and the drain between batches, and post the
     finished rounds' digests while the next batch's calls run."""
 
-    store: RunStore
+    db: AsyncStore
     # Completes one request (``ModelRouter``, or a tool-calling loop around it).
     models: Completer
     publisher: Publisher
@@ -103,9 +101,9 @@ class RunDriver:
         # This run's posts wait for an installation's write turn by its age (the
         # finisher's too: same task), as its model calls do (bot/llm/fair.py).
         writer_since.set(self.run.created_at.timestamp())
-        turns = await anyio.to_thread.run_sync(self.store.load_turns, self.run.id)
+        turns = await self.db.load_turns(self.run.id)
         if self.spec.tools:  # the turns table does not carry what the tool loop found
-            evidence = await anyio.to_thread.run_sync(self.store.load_evidence, self.run.id)
+            evidence = await self.db.load_evidence(self.run.id)
             turns = attach_evidence(turns, evidence)
         return await execute(self.spec, turns, models=self.models, hooks=self)
 
@@ -116,7 +114,7 @@ class RunDriver:
     async def on_turn(self, turn: Turn) -> None:
         # Persist before anything else: a crash after this line never pays twice.
         # In a thread (off the event loop); a cancel still waits for the write.
-        saved = await anyio.to_thread.run_sync(self.store.save_turn, self.run.id, turn)
+        saved = await self.db.save_turn(self.run.id, turn)
         self._control = saved.control  # the last save of the batch is read last
         self._saved.add(turn.key.id())
         self.on_stored(turn)

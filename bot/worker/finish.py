@@ -37,12 +37,11 @@ class Finisher:
     async def finish(self, outcome: Outcome, usage: tuple[int, float], worker_id: str) -> None:
         tokens, cost = usage
         # The audit's cost line from the ledger, naming prices assumed or unknown.
-        spent = await self.svc.db(self.svc.store.run_spend, self.run.id)
+        spent = await self.svc.db.run_spend(self.run.id)
         outcome = replace(outcome, body=with_ledger_cost(outcome.body, spent))
         if outcome.kind == "pending_decision":
             await self.publisher.upsert("status", outcome.body)
-            await self.svc.db(
-                self.svc.store.release_run,
+            await self.svc.db.release_run(
                 self.run.id,
                 worker_id,
                 "waiting",
@@ -54,8 +53,7 @@ class Finisher:
         if outcome.kind == "aborted":
             await self.publisher.upsert("aborted", outcome.body)
             await self._close(ok=False)
-            await self.svc.db(
-                self.svc.store.release_run,
+            await self.svc.db.release_run(
                 self.run.id,
                 worker_id,
                 "aborted",
@@ -77,8 +75,7 @@ class Finisher:
         for action in self.actions:
             await action(finished)
         await self._close(ok=True)
-        await self.svc.db(
-            self.svc.store.release_run,
+        await self.svc.db.release_run(
             self.run.id,
             worker_id,
             "done",
@@ -98,9 +95,7 @@ class Finisher:
         """``notice=False``: the thread is gone or locked, so nothing is posted."""
         # The stored state comes first: a notice GitHub refuses must not leave the
         # run claimable forever.
-        if not await self.svc.db(
-            self.svc.store.release_run, self.run.id, worker_id, "failed", error_class=code
-        ):
+        if not await self.svc.db.release_run(self.run.id, worker_id, "failed", error_class=code):
             return  # not ours any more (lease lost, or already finished): say nothing
         if not notice:
             return
@@ -118,7 +113,7 @@ class Finisher:
         await self._close(ok=False)
 
     async def cancelled(self, worker_id: str) -> None:
-        if not await self.svc.db(self.svc.store.release_run, self.run.id, worker_id, "cancelled"):
+        if not await self.svc.db.release_run(self.run.id, worker_id, "cancelled"):
             return
         try:
             await self.publisher.upsert(
@@ -130,8 +125,7 @@ class Finisher:
 
     async def _file_proposal(self, outcome: Outcome) -> int:
         """File the [PROPOSAL] issue once, even if the run is resumed after filing it."""
-        store = self.svc.store
-        record = await self.svc.db(store.comment_id, self.run.id, PROPOSAL_ISSUE)
+        record = await self.svc.db.comment_id(self.run.id, PROPOSAL_ISSUE)
         if record is not None:
             return record.comment_id
         body = sanitize(
@@ -151,9 +145,7 @@ class Finisher:
             resumed=self.run.attempts > 1,
         )
         digest = hashlib.sha256(body.encode()).hexdigest()
-        await self.svc.db(
-            store.record_comment, self.run.id, PROPOSAL_ISSUE, number, "issue", digest
-        )
+        await self.svc.db.record_comment(self.run.id, PROPOSAL_ISSUE, number, "issue", digest)
         return number
 
     async def _react(self, content: str) -> None:

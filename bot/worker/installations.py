@@ -28,13 +28,11 @@ def register(router: Router) -> None:
 
 async def installation_gone(r: Responder, event: InstallationEvent, row: DeliveryRow) -> str:
     installation, state = event.installation.id, _GONE[event.action]
-    store, db = r.svc.store, r.svc.db
-    await db(store.set_installation_state, installation, state)
+    db = r.svc.db
+    await db.set_installation_state(installation, state)
     reason = f"installation_{state}"
-    runs = await db(store.end_installation_runs, installation, reason)
-    dropped = await db(
-        store.drop_installation_deliveries, installation, reason, keep=row.delivery_id
-    )
+    runs = await db.end_installation_runs(installation, reason)
+    dropped = await db.drop_installation_deliveries(installation, reason, keep=row.delivery_id)
     log.info(
         "installation.gone", installation=installation, state=state, runs=runs, dropped=dropped
     )
@@ -43,7 +41,7 @@ async def installation_gone(r: Responder, event: InstallationEvent, row: Deliver
 
 
 async def installation_back(r: Responder, event: InstallationEvent, row: DeliveryRow) -> str:
-    await r.svc.db(r.svc.store.set_installation_state, event.installation.id, "active")
+    await r.svc.db.set_installation_state(event.installation.id, "active")
     log.info("installation.back", installation=event.installation.id)
     return "done"
 
@@ -54,8 +52,8 @@ async def repositories_gone(
     repos = [repo.full_name for repo in event.repositories_removed]
     if not repos:
         return "ignored"
-    runs = await r.svc.db(
-        r.svc.store.end_installation_runs, event.installation.id, "repository_removed", repos=repos
+    runs = await r.svc.db.end_installation_runs(
+        event.installation.id, "repository_removed", repos=repos
     )
     log.info("installation.repositories_removed", installation=event.installation.id, runs=runs)
     return "done"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import socket
 import time
@@ -19,6 +18,7 @@ from structlog.contextvars import bound_contextvars
 from bot.debate.types import DebateSpec, Outcome, Turn
 from bot.errors import BotError, RateLimited, TargetGone, Transient
 from bot.github.gateway import InstallationClient
+from bot.github.pacing import writer_since
 from bot.logs import get_logger
 from bot.repo.tools import ToolCaps, run_tool
 from bot.runner import Completer
@@ -173,9 +173,7 @@ class Worker:
         batch = min(self._intake_slots.value, CLAIM_BATCH)
         if batch == 0:
             return False
-        rows = await anyio.to_thread.run_sync(
-            self.svc.store.claim_deliveries, self.id, lease_s, batch
-        )
+        rows = await self.svc.db.claim_deliveries(self.id, lease_s, batch)
         for row in rows:  # oldest first: the issue tails keep arrival order
             await self._intake_slots.acquire()
             self._enter()
@@ -191,7 +189,7 @@ class Worker:
         batch = min(self._slots.value, CLAIM_BATCH)
         if batch == 0:
             return False
-        runs = await anyio.to_thread.run_sync(self.svc.store.claim_runs, self.id, lease_s, batch)
+        runs = await self.svc.db.claim_runs(self.id, lease_s, batch)
         for run in runs:
             await self._slots.acquire()
             self._enter()
@@ -205,7 +203,7 @@ class Worker:
             return
         self._last_prune = now
         before = datetime.now(UTC) - DELIVERY_RETENTION
-        removed = await anyio.to_thread.run_sync(self.svc.store.prune_deliveries, before)
+        removed = await self.svc.db.prune_deliveries(before)
         if removed:
             log.info("deliveries.pruned", removed=removed)
 
@@ -243,14 +241,13 @@ class Worker:
     async def _hand_back(self, kind: str, key: str) -> None:
         """Release a run (``queued``) or a delivery (``pending``) for another
         worker to claim at once. Shielded: it runs while the drain cancels."""
-        store = self.svc.store
+        db = self.svc.db
         with anyio.CancelScope(shield=True):
             try:
                 if kind == "run":
-                    release = functools.partial(store.release_run, handed_back=True)
-                    done = await anyio.to_thread.run_sync(release, key, self.id, "queued")
+                    done = await db.release_run(key, self.id, "queued", handed_back=True)
                 else:
-                    done = await anyio.to_thread.run_sync(store.finish_delivery, key, "pending")
+                    done = await db.finish_delivery(key, "pending")
             except BotError as exc:  # the lease lapses instead
                 log.warning("worker.hand_back_failed", kind=kind, id=key, error=exc.code)
                 return
@@ -263,6 +260,11 @@ class Worker:
         with bound_contextvars(
             delivery=row.delivery_id, gh_event=row.event, installation=row.installation_id
         ):
+            # Its writes (eyes, a reply) wait their installation's turn by when the
+            # webhook arrived: counted from "now", an intake slot would wait behind
+            # every write of the runs started since, and one installation's busy
+            # runs would hold the slots other installations' deliveries need.
+            writer_since.set(row.received_at.timestamp())
             await self._process_delivery(row)
 
     async def _process_delivery(self, row: DeliveryRow) -> None:
@@ -270,9 +272,7 @@ class Worker:
         error: str | None = None
         if row.attempts > MAX_ATTEMPTS:  # it kept killing or stalling its workers
             log.error("delivery.poisoned", attempts=row.attempts)
-            await self.svc.db(
-                self.svc.store.finish_delivery, row.delivery_id, "failed", "too_many_attempts"
-            )
+            await self.svc.db.finish_delivery(row.delivery_id, "failed", "too_many_attempts")
             return
         try:
             state = await self.routes.handle(self.respond, row)
@@ -284,7 +284,7 @@ class Worker:
             error = "internal_error"
         try:
             final = cast(DeliveryState, state)  # the router returns a delivery state
-            await self.svc.db(self.svc.store.finish_delivery, row.delivery_id, final, error)
+            await self.svc.db.finish_delivery(row.delivery_id, final, error)
         except BotError as exc:  # the lease lapses and the delivery is retried
             log.warning("delivery.finish_failed", error=exc.code)
 
@@ -300,9 +300,7 @@ class Worker:
             # A run that keeps killing its workers (or has nowhere to post) must
             # not be resumed forever: end it first, tell GitHub if it can.
             log.error("run.poisoned", attempts=run.attempts, handbacks=run.handbacks)
-            await svc.db(
-                svc.store.release_run, run.id, self.id, "failed", error_class="too_many_attempts"
-            )
+            await svc.db.release_run(run.id, self.id, "failed", error_class="too_many_attempts")
             if run.installation_id is not None:
                 with contextlib.suppress(BotError):
                     gh = await svc.gateway.installation(run.installation_id)
@@ -319,7 +317,7 @@ class Worker:
                 return
             # Uninstalled app, deleted repo, undecodable spec: nothing to resume.
             log.warning("run.unstartable", error=exc.code, detail=str(exc))
-            await svc.db(svc.store.release_run, run.id, self.id, "failed", error_class=exc.code)
+            await svc.db.release_run(run.id, self.id, "failed", error_class=exc.code)
             return
         await self._drive_with(gh, run, spec)
 
@@ -345,7 +343,7 @@ class Worker:
             return plain
         svc = self.svc
         return ToolLoop(
-            routes=svc.router,
+            routes=svc.models,
             plain=plain.complete,
             reader=await svc.repos.snapshot(gh, spec.repo_ref),
             run_tool=run_tool,
@@ -353,6 +351,7 @@ class Worker:
             run_id=run.id,
             steps=svc.store,
             metrics=svc.metrics,
+            share=plain.share,
         )
 
     async def _drive_with(self, gh: InstallationClient, run: RunRow, spec: DebateSpec) -> None:
@@ -365,9 +364,7 @@ class Worker:
             while True:
                 await anyio.sleep(lease / 3)
                 try:
-                    ok = await anyio.to_thread.run_sync(
-                        svc.store.renew_lease, run.id, self.id, lease
-                    )
+                    ok = await svc.db.renew_lease(run.id, self.id, lease)
                     failures = 0
                 except BotError:  # a blip: two more tries before the lease can lapse
                     failures += 1
@@ -382,7 +379,7 @@ class Worker:
             if self._draining:  # between batches: every finished turn is stored
                 raise Draining(run.id)
             if control is None:
-                control = await svc.db(svc.store.run_control, run.id)
+                control = await svc.db.run_control(run.id)
             if control is None or control.lease_owner != self.id:
                 raise LeaseLost(run.id)
             if control.cancel_requested:
@@ -409,8 +406,8 @@ class Worker:
             )
 
         driver = RunDriver(
-            svc.store,
-            RunCalls.of(svc.router, run),
+            svc.db,
+            RunCalls.of(svc.models, run),
             finisher.publisher,
             run,
             spec,
@@ -421,9 +418,9 @@ class Worker:
         async with anyio.create_task_group() as tg:
             tg.start_soon(renew)
             try:
-                driver.models = await self._models(gh, run, spec, RunCalls.of(svc.router, run))
+                driver.models = await self._models(gh, run, spec, RunCalls.of(svc.models, run))
                 outcome = await driver.drive()
-                turns = await svc.db(svc.store.load_turns, run.id)
+                turns = await svc.db.load_turns(run.id)
                 await finisher.finish(outcome, tokens_and_cost(turns), self.id)
             except LeaseLost:
                 log.warning("run.lease_lost")
@@ -436,7 +433,7 @@ class Worker:
                 # out the limit; whichever claims the run after it resumes it.
                 until = datetime.fromtimestamp(exc.resume_at, UTC)
                 log.warning("run.rate_limited", resume_at=until.isoformat(), detail=str(exc))
-                await svc.db(svc.store.defer_run, run.id, self.id, until)
+                await svc.db.defer_run(run.id, self.id, until)
             except TargetGone as exc:
                 # Deleted, transferred or locked: end the run now, and post nothing
                 # more there (it would fail the same way).

@@ -20,6 +20,7 @@ from bot.errors import GitHubError
 from bot.github.gateway import InstallationClient
 from bot.github.markers import parse_marker, split_body
 from bot.store import RunStore
+from bot.store.aio import AsyncStore
 
 CREATE_ATTEMPTS = 3
 MarkerKind = Literal["round", "verdict", "status", "aborted", "proposal-link"]
@@ -50,6 +51,10 @@ class Publisher:
     thread: Thread
     resumed: bool = False  # a previous attempt may have posted without recording
     _listed: dict[str, int] | None = field(default=None, init=False)
+    _db: AsyncStore | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self._db = AsyncStore(self.store) if self.store is not None else None
 
     async def _existing_by_listing(self, marker_line: str, *, fresh: bool = False) -> int | None:
         """One listing of the thread per resumed run: the bot's own comments by marker.
@@ -77,7 +82,7 @@ class Publisher:
         for part in parts:
             marker_line = part.split("\n", 1)[0].strip()
             digest = _sha(part)
-            if self.store is None:  # a one-off reply: found again only by listing
+            if self._db is None:  # a one-off reply: found again only by listing
                 existing = await self._existing_by_listing(marker_line) if self.resumed else None
                 if existing is None:
                     existing = await self._create(part)
@@ -85,8 +90,7 @@ class Publisher:
                     await self._update(existing, part)
                 first_id = first_id or existing
                 continue
-            # The store off the event loop: every other run waits out a call on it.
-            record = await anyio.to_thread.run_sync(self.store.comment_id, self.run_id, marker_line)
+            record = await self._db.comment_id(self.run_id, marker_line)
             comment_id = record.comment_id if record is not None else None
             if record is not None and record.body_sha256 == digest:
                 first_id = first_id or record.comment_id
@@ -97,8 +101,7 @@ class Publisher:
                 comment_id = await self._create(part)
             else:
                 await self._update(comment_id, part)
-            await anyio.to_thread.run_sync(
-                self.store.record_comment,
+            await self._db.record_comment(
                 self.run_id,
                 marker_line,
                 comment_id,

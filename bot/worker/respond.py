@@ -197,9 +197,7 @@ class Responder:
         return quota_for(config)
 
     async def _quota_used(self, origin: Origin, quota: Quota) -> tuple[int, int]:
-        return await self.svc.db(
-            self.svc.store.quota_counts, origin.repo, quota.since, origin.sender
-        )
+        return await self.svc.db.quota_counts(origin.repo, quota.since, origin.sender)
 
     async def quota_left(self, origin: Origin, config: RepoConfig) -> int:
         """Runs this user may still start here today (repo and user quotas)."""
@@ -222,7 +220,7 @@ class Responder:
         self, origin: Origin, config: RepoConfig, installation_id: int | None
     ) -> str:
         """Month-to-date spend against the budgets, for `/debate status`."""
-        month = await self.svc.db(self.svc.store.month_spend, origin.repo, installation_id)
+        month = await self.svc.db.month_spend(origin.repo, installation_id)
         return status_spend(month, caps_for(self.svc.settings, config), datetime.now(UTC))
 
     # -- starting a run -----------------------------------------------------------
@@ -267,7 +265,7 @@ class Responder:
         # The budgets (and the estimate they need): off the event loop, the
         # estimate walks the whole plan.
         budget = await anyio.to_thread.run_sync(
-            budget_for, spec, caps_for(self.svc.settings, config), self.svc.router.prices
+            budget_for, spec, caps_for(self.svc.settings, config), self.svc.models.prices
         )
         trigger = Trigger(
             comment_id=origin.comment_id,
@@ -284,8 +282,7 @@ class Responder:
             labels=origin.labels,
         )
         try:
-            run = await self.svc.db(
-                self.svc.store.create_run,
+            run = await self.svc.db.create_run(
                 repo=origin.repo,
                 issue_number=origin.issue_number,
                 spec=spec,
@@ -312,7 +309,7 @@ class Responder:
 
     async def started(self, origin: Origin) -> RunRow | None:
         """The run ``start`` just created for this origin (None when it replied instead)."""
-        run = await self.svc.db(self.svc.store.active_run, origin.repo, origin.issue_number)
+        run = await self.svc.db.active_run(origin.repo, origin.issue_number)
         if run is not None and run.trigger.delivery == origin.delivery_id:
             return run
         return None
@@ -358,7 +355,7 @@ class Responder:
             settings=self.svc.settings,
             mode=chosen,
             subject=subject,
-            available_providers=self.svc.router.available_providers(),
+            available_providers=self.svc.models.available_providers(),
             run_id=run_id,
             arbitration=arbitration,
             overrides=overrides,

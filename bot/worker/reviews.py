@@ -390,7 +390,7 @@ async def auto_review(
         return "ignored"
     reviewed: dict[str, str] = {}
     if event.action != "labeled":  # a push re-reviews only the plans it changed
-        last = await r.svc.db(r.svc.store.latest_run, repo, pr.number)
+        last = await r.svc.db.latest_run(repo, pr.number)
         if last is not None:
             reviewed = dict(last.trigger.reviewed)
             if last.state != "done" and last.trigger.review is not None:
@@ -398,7 +398,7 @@ async def auto_review(
     pending = {p: b for p, b in plans.items() if reviewed.get(p) != b}
     if not pending:
         return "ignored"
-    active = await r.svc.db(r.svc.store.active_run, repo, pr.number)
+    active = await r.svc.db.active_run(repo, pr.number)
     if active is not None and event.action != "labeled":
         log.info("review.deferred", repo=repo, pr=pr.number, plans=len(pending))
         return "ignored"  # the running run's end looks at the PR again
@@ -452,14 +452,13 @@ async def open_revision_pr(
 
     Every way this can fail ends in a clear status comment, never a failed run."""
     review = run.trigger.review
-    store = svc.store
     if review is None or not review.open_pr:
         return
-    if await svc.db(store.comment_id, run.id, REVISION_PR) is not None:
+    if await svc.db.comment_id(run.id, REVISION_PR) is not None:
         return
     path, target = review.path, review.target
     spec = run.debate_spec()
-    plan = revised_plan(spec, await svc.db(store.load_turns, run.id))
+    plan = revised_plan(spec, await svc.db.load_turns(run.id))
     problem: str | None = None
     if not target:
         problem = "the plan lives on a fork, where debate-bot cannot push a branch"
@@ -514,8 +513,7 @@ async def open_revision_pr(
             )
         await publisher.upsert("status", text)
         return
-    await svc.db(
-        store.record_comment,
+    await svc.db.record_comment(
         run.id,
         REVISION_PR,
         number,

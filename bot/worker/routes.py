@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, get_args
 
 from bot.app.filter import DeliveryFilter, EventTriggers
+from bot.app.triggers import DELIVERY_FILTER
 from bot.commands.parser import Action, Command
 from bot.config import RepoConfig
 from bot.debate.types import Outcome
@@ -145,11 +146,23 @@ class Router:
     def loops(self) -> tuple[Loop, ...]:
         return tuple(self._loops)
 
-    def check_complete(self) -> None:
-        """Every action the parser can produce has a handler (checked once, at start)."""
+    def check_complete(self, table: DeliveryFilter = DELIVERY_FILTER) -> None:
+        """Every action the parser can produce has a handler, and the triggers are
+        exactly the web tier's table (checked once, at start)."""
         missing = set(get_args(Action)) - set(self._commands)
         if missing:
             raise ProtocolError(f"no handler for the commands {sorted(missing)}")
+        registered = self.delivery_filter().events
+        differ = sorted(
+            name
+            for name in registered.keys() | table.events.keys()
+            if registered.get(name) != table.events.get(name)
+        )
+        if differ:
+            raise ProtocolError(
+                f"the triggers registered for {differ} differ from bot/app/triggers.py: "
+                "update the table with the registration"
+            )
 
     # -- asked by the webhook route -----------------------------------------------
 
@@ -176,7 +189,7 @@ class Router:
         if not routes or row.installation_id is None:
             return "ignored"
         # Removed or suspended: nothing is sent to GitHub for it any more.
-        active = await r.svc.db(r.svc.store.installation_state, row.installation_id) == "active"
+        active = await r.svc.db.installation_state(row.installation_id) == "active"
         parsed: dict[type[WebhookEvent], WebhookEvent] = {}
         for route in routes:
             if route.model not in parsed:

@@ -44,9 +44,9 @@ def scope_folders(config: RepoConfig) -> tuple[str, ...]:
 
 async def discover(svc: Services) -> None:
     """Record which repositories ask for scheduled reviews; forget the others."""
-    store, db = svc.store, svc.db
+    db = svc.db
     for installation in await svc.gateway.installation_ids():
-        if await db(store.installation_state, installation) != "active":
+        if await db.installation_state(installation) != "active":
             continue
         try:
             gh = await svc.gateway.installation(installation)
@@ -62,16 +62,16 @@ async def discover(svc: Services) -> None:
                 continue  # a broken config is reported when someone triggers the bot
             cadence = config.design_review.schedule
             if cadence is not None:
-                await db(store.set_schedule, repo, installation, cadence, scope_folders(config))
+                await db.set_schedule(repo, installation, cadence, scope_folders(config))
                 keep.append(repo)
-        await db(store.drop_schedules, installation, keep)
+        await db.drop_schedules(installation, keep)
 
 
 async def run_due(r: Responder, worker_id: str) -> int:
     """Start every due scheduled review this worker can claim; returns how many."""
-    store, db, lease = r.svc.store, r.svc.db, r.svc.settings.lease_s
+    db, lease = r.svc.db, r.svc.settings.lease_s
     started = 0
-    while (row := await db(store.claim_due_schedule, worker_id, lease)) is not None:
+    while (row := await db.claim_due_schedule(worker_id, lease)) is not None:
         issue, run_id = None, None
         try:
             issue, run_id = await _start(r, row)
@@ -80,7 +80,7 @@ async def run_due(r: Responder, worker_id: str) -> int:
             log.warning("schedule.start_failed", repo=row.repo, error=exc.code)
         finally:  # shielded: a shutdown must still hand the claim back
             with anyio.CancelScope(shield=True):
-                await db(store.schedule_started, row.repo, worker_id, issue=issue, run_id=run_id)
+                await db.schedule_started(row.repo, worker_id, issue=issue, run_id=run_id)
     return started
 
 
@@ -159,7 +159,7 @@ async def compare_with_previous(done: Finished) -> None:
 
 async def findings_of(svc: Services, run: RunRow) -> tuple[Finding, ...]:
     """A finished review's findings, replayed from its stored turns (pure engine)."""
-    step = next_step(run.debate_spec(), await svc.db(svc.store.load_turns, run.id))
+    step = next_step(run.debate_spec(), await svc.db.load_turns(run.id))
     return step.findings if isinstance(step, Outcome) else ()
 
 
@@ -170,7 +170,7 @@ async def compare_findings(
     publisher: Publisher,
 ) -> None:
     previous_id = run.trigger.previous_review
-    previous = await svc.db(svc.store.get_run, previous_id) if previous_id else None
+    previous = await svc.db.get_run(previous_id) if previous_id else None
     if previous is None or previous.state != "done":
         return
     before = {finding_key(run.repo, f): f for f in await findings_of(svc, previous)}

@@ -43,7 +43,7 @@ async def estimate(
     except ConfigError as exc:
         await r.reply(gh, origin, exc.public)
         return "done"
-    prices = r.svc.router.prices
+    prices = r.svc.models.prices
     # The walk of the whole plan is CPU work: off the event loop.
     est = await anyio.to_thread.run_sync(estimate_run, spec, prices)
     await r.reply(gh, origin, estimate_text(spec, est, caps_for(r.svc.settings, config), prices))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,9 @@ class MemoryReader:
     def file_lines(self, path: str) -> list[str] | None:
         text = self.files.get(path)
         return None if text is None or "\0" in text else text.splitlines()
+
+    async def ensure(self, paths: Iterable[str]) -> None:
+        """Everything is held already."""
 
 
 def _refuse(text: str) -> Answer:

@@ -381,11 +381,8 @@ class FakeModelServer:
                 self._in_flight -= 1
 
     async def _answer(self, request: Request, api: Api, record: RecordedRequest) -> Response:
-        raw = await request.body()
-        try:
-            record.body = json.loads(raw)
-        except ValueError:
-            return _error(api, 400, "invalid_request_error", "the body is not valid JSON")
+        if (refused := await self._read_json(request, api, record)) is not None:
+            return refused
         try:
             self._check_auth(api, request)
             parsed = (
@@ -399,13 +396,7 @@ class FakeModelServer:
             return _error(api, exc.status, exc.kind, exc.message, exc.code)
 
         tokens = [t for text, _ in parsed.parts for t in tokenize(text)]
-        scope = (api, parsed.model if self.cache_per_model else None)
-        with self._lock:
-            fault = self._next_fault(parsed.model)
-            shared = self._cache.shared_prefix(scope, tokens)
-            self._counter += 1
-            serial = self._counter
-        record.fault = fault.kind if fault else None
+        scope, fault, shared, serial = self._arrive(api, parsed.model, tokens, record)
         limit_headers: dict[str, str] = {}
         limiter = self.limiters.get(api)
         if limiter is not None:
@@ -434,15 +425,7 @@ class FakeModelServer:
         if limiter is not None:
             limiter.charge_output(output_tokens)
         if api == "openai":
-            cached = shared
-            self._commit(scope, tokens)
-            record.usage = {
-                "prompt_tokens": len(tokens),
-                "completion_tokens": output_tokens,
-                "total_tokens": len(tokens) + output_tokens,
-                "prompt_tokens_details": {"cached_tokens": cached},
-                "completion_tokens_details": {"reasoning_tokens": 0},
-            }
+            record.usage = self._openai_usage(scope, tokens, shared, output_tokens)
             return JSONResponse(
                 headers=limit_headers,
                 content={
@@ -461,15 +444,8 @@ class FakeModelServer:
                 },
             )
         boundary = _breakpoint(parsed.parts)
-        read = boundary if boundary and shared >= boundary else 0
-        written = boundary - read
-        self._commit(scope, tokens[:boundary])
-        record.usage = {
-            "input_tokens": len(tokens) - read - written,
-            "cache_creation_input_tokens": written,
-            "cache_read_input_tokens": read,
-            "output_tokens": output_tokens,
-        }
+        marks = [boundary] if boundary else []
+        record.usage = self._anthropic_usage(scope, tokens, marks, shared, output_tokens)
         return JSONResponse(
             headers=limit_headers,
             content={
@@ -483,6 +459,61 @@ class FakeModelServer:
                 "usage": record.usage,
             },
         )
+
+    # -- what every answer of this server (and its subclasses) shares ---------------
+
+    async def _read_json(
+        self, request: Request, api: Api, record: RecordedRequest
+    ) -> Response | None:
+        """The body into ``record``; a 400 to send back when it is not JSON."""
+        try:
+            record.body = json.loads(await request.body())
+        except ValueError:
+            return _error(api, 400, "invalid_request_error", "the body is not valid JSON")
+        return None
+
+    def _arrive(
+        self, api: Api, model: str, tokens: list[str], record: RecordedRequest
+    ) -> tuple[object, Fault | None, int, int]:
+        """A parsed request's turn: its cache scope, the fault it meets, the tokens
+        of its prompt already cached, its serial number."""
+        scope = (api, model if self.cache_per_model else None)
+        with self._lock:
+            fault = self._next_fault(model)
+            shared = self._cache.shared_prefix(scope, tokens)
+            self._counter += 1
+            serial = self._counter
+        record.fault = fault.kind if fault else None
+        return scope, fault, shared, serial
+
+    def _openai_usage(
+        self, scope: object, tokens: list[str], shared: int, output_tokens: int
+    ) -> dict[str, Any]:
+        """OpenAI's usage block: the whole prompt is offered to the automatic cache."""
+        self._commit(scope, tokens)
+        return {
+            "prompt_tokens": len(tokens),
+            "completion_tokens": output_tokens,
+            "total_tokens": len(tokens) + output_tokens,
+            "prompt_tokens_details": {"cached_tokens": shared},
+            "completion_tokens_details": {"reasoning_tokens": 0},
+        }
+
+    def _anthropic_usage(
+        self, scope: object, tokens: list[str], marks: list[int], shared: int, output_tokens: int
+    ) -> dict[str, Any]:
+        """Anthropic's: the longest cached prefix ending at one of the request's
+        breakpoints (``marks``, in tokens) is read, the rest up to the last written."""
+        boundary = marks[-1] if marks else 0
+        read = max((b for b in marks if b <= shared), default=0)
+        written = boundary - read
+        self._commit(scope, tokens[:boundary])
+        return {
+            "input_tokens": len(tokens) - read - written,
+            "cache_creation_input_tokens": written,
+            "cache_read_input_tokens": read,
+            "output_tokens": output_tokens,
+        }
 
     def _check_auth(self, api: Api, request: Request) -> None:
         if api == "openai":

@@ -108,11 +108,8 @@ class ToolModelServer(FakeModelServer):
         self.object_arguments = object_arguments
 
     async def _answer(self, request: Request, api: Api, record: RecordedRequest) -> Response:
-        raw = await request.body()
-        try:
-            record.body = json.loads(raw)
-        except ValueError:
-            return _error(api, 400, "invalid_request_error", "the body is not valid JSON")
+        if (refused := await self._read_json(request, api, record)) is not None:
+            return refused
         try:
             self._check_auth(api, request)
             body = record.body
@@ -129,13 +126,7 @@ class ToolModelServer(FakeModelServer):
         seen.text = "".join(text for text, _ in parts)
         record.prompt_text = seen.text
         tokens = [t for text, _ in parts for t in tokenize(text)]
-        scope = (api, seen.model if self.cache_per_model else None)
-        with self._lock:
-            fault = self._next_fault(seen.model)
-            shared = self._cache.shared_prefix(scope, tokens)
-            self._counter += 1
-            serial = self._counter
-        record.fault = fault.kind if fault else None
+        scope, fault, shared, serial = self._arrive(api, seen.model, tokens, record)
         if not await self._pause(request, self.latency_s):
             return Response(status_code=499)
         if fault is not None and fault.kind == "status":
@@ -151,27 +142,10 @@ class ToolModelServer(FakeModelServer):
             len(tokenize(json.dumps(c.arguments))) for c in calls
         )
         if api == "openai":
-            self._commit(scope, tokens)
-            record.usage = {
-                "prompt_tokens": len(tokens),
-                "completion_tokens": out_tokens,
-                "total_tokens": len(tokens) + out_tokens,
-                "prompt_tokens_details": {"cached_tokens": shared},
-            }
+            record.usage = self._openai_usage(scope, tokens, shared, out_tokens)
             return JSONResponse(self._openai_message(serial, seen.model, text, calls, record.usage))
-        # Anthropic reads the longest cached prefix ending at one of the request's
-        # breakpoints and writes the rest up to its last breakpoint.
         marks = _breakpoints(parts)
-        boundary = marks[-1] if marks else 0
-        read = max((b for b in marks if b <= shared), default=0)
-        written = boundary - read
-        self._commit(scope, tokens[:boundary])
-        record.usage = {
-            "input_tokens": len(tokens) - read - written,
-            "cache_creation_input_tokens": written,
-            "cache_read_input_tokens": read,
-            "output_tokens": out_tokens,
-        }
+        record.usage = self._anthropic_usage(scope, tokens, marks, shared, out_tokens)
         return JSONResponse(self._anthropic_message(serial, seen.model, text, calls, record.usage))
 
     def _id(self, prefix: str, serial: int, i: int) -> str:

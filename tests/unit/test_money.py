@@ -21,7 +21,7 @@ from bot.llm.pricing import Price, PriceBook, load_price_book
 from bot.runner import admission
 from bot.runner.admission import Admitted, Budget, Limits, Quota, Used, decide, next_month
 from bot.store import RunStore
-from bot.store.ledger import RunSpend
+from bot.store.rows import RunSpend
 from bot.worker.budgets import budget_for, caps_for, ledger_cost_line, with_ledger_cost
 
 NOW = datetime(2026, 12, 15, 10, 0, tzinfo=UTC)

@@ -16,7 +16,7 @@ from bot.debate.types import ModelRequest, Prompt, ToolBudget, TurnKey
 from bot.llm.router import ModelRouter
 from bot.metrics import Metrics
 from bot.store import RunStore
-from bot.store.steps import StoredStep
+from bot.store.rows import StoredStep
 from bot.tool_loop import ToolLoop, attach_evidence
 from testkit.fakes.memory_repo import MemoryReader, run_tool
 from testkit.fakes.model_server import Fault

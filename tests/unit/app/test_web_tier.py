@@ -9,7 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bot.app.filter import DeliveryFilter, EventTriggers
+from bot.app.triggers import DELIVERY_FILTER
+from bot.errors import ProtocolError
+from bot.github.events import IssuesEvent
 from bot.worker.triggers import build_router
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -75,3 +80,34 @@ def test_prefilter_judges_only_what_needs_no_repo_config() -> None:
     assert f.prefilter("issue_comment", {**base, "installation": {"id": True}}) == (
         "no installation"
     )
+
+
+def test_a_web_process_loads_no_feature_model_adapter_or_reader() -> None:
+    """`debate-bot web` imports bot.service and runs its web half only: the worker
+    half (features, model adapters, repository readers) is imported when a worker
+    starts, and the route reads the trigger table as data."""
+    code = (
+        "import sys, bot.cli, bot.service\n"
+        "print(sorted(m for m in sys.modules if m.startswith("
+        "('bot.worker', 'bot.llm', 'bot.brief', 'bot.repo', 'bot.commands'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_table_is_what_the_features_register() -> None:
+    assert build_router().delivery_filter() == DELIVERY_FILTER
+
+
+def test_a_registration_missing_from_the_table_stops_the_start() -> None:
+    router = build_router()
+    router.on_event(IssuesEvent, ("opened",), _never)
+    with pytest.raises(ProtocolError, match=r"\['issues'\].*bot/app/triggers.py"):
+        router.check_complete()
+
+
+async def _never(*_: object) -> str | None:
+    raise AssertionError("not called")

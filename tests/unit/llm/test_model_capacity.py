@@ -5,6 +5,7 @@ dropped, fair turns, and the learned limit shared through the store."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -417,3 +418,42 @@ async def test_an_installations_writes_wait_oldest_run_first() -> None:
         tg.start_soon(write, "acknowledgment", None)  # outside a run: counts as now
         tg.start_soon(write, "debate in progress", 100.0)
     assert order == ["first", "in the pacer", "debate in progress", "new debate", "acknowledgment"]
+
+
+async def test_a_waiting_write_is_passed_only_by_runs_older_than_it() -> None:
+    """No write starves: its place is fixed when it queues (its run's start, or
+    the time it queued outside a run), so only older runs' writes go before it;
+    writes of one run keep their order."""
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        await asyncio.sleep(0.01)
+        now[0] += seconds
+
+    pacer = WritePacer(1.0, clock=lambda: now[0], sleep=sleep)
+    order: list[str] = []
+
+    async def write(name: str, since: float | None) -> None:
+        writer_since.set(since)
+        await pacer.wait_turn()
+        order.append(name)
+
+    later = time.time() + 3600  # a run started after the acknowledgment queued
+    await write("first", None)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(write, "in the pacer", 50.0)
+        await asyncio.sleep(0.001)
+        tg.start_soon(write, "acknowledgment", None)
+        await asyncio.sleep(0.001)
+        for name in ("newer run 1", "older run 1", "newer run 2", "older run 2"):
+            tg.start_soon(write, name, later if name.startswith("newer") else 100.0)
+            await asyncio.sleep(0.001)
+    assert order == [
+        "first",
+        "in the pacer",
+        "older run 1",
+        "older run 2",
+        "acknowledgment",
+        "newer run 1",
+        "newer run 2",
+    ]

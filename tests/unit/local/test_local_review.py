@@ -56,6 +56,8 @@ def test_reviewing_a_folder(checkout: Path) -> None:
 def test_a_file_or_an_empty_folder_is_a_usage_error(checkout: Path, tmp_path: Path) -> None:
     as_file = review(str(checkout / "README.md"))
     assert as_file.exit_code == 2 and "not a folder" in as_file.output
+    missing = review(str(checkout / "no-such-dir"))
+    assert missing.exit_code == 2 and "no such folder" in missing.output
     (tmp_path / "empty").mkdir()
     empty = review(str(tmp_path / "empty"))
     assert empty.exit_code == 2 and "empty" in empty.output

@@ -13,7 +13,7 @@ from bot.debate.types import DebateSpec, PersonaSpec, Turn, TurnKey, Usage
 from bot.errors import BudgetSpent, PriceUnknown, QuotaSpent
 from bot.runner.admission import Budget, Limits, Quota
 from bot.store import RunStore
-from bot.store.ledger import SpendLine
+from bot.store.rows import SpendLine
 from testkit.harness.stores import FakeClock, race
 from testkit.harness.stores import clock as clock
 from testkit.harness.stores import db_url as db_url
