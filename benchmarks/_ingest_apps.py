@@ -16,7 +16,7 @@ from bot.config import Settings
 from bot.logs import configure_logging
 from bot.metrics import Metrics
 from bot.store import RunStore
-from bot.worker.triggers import build_router
+from bot.worker.triggers import build_triggers
 
 ROUTE = "/api/github/webhooks"
 SECRET_ENV = "BENCH_WEBHOOK_SECRET"
@@ -33,7 +33,7 @@ def real_app() -> FastAPI:
     store = RunStore.from_url(settings.database_url)  # migrated by the benchmark beforehand
     metrics = Metrics()
     metrics.watch_runs(store.counts_by_state)
-    return create_app(settings, store, metrics, deliveries=build_router().delivery_filter())
+    return create_app(settings, store, metrics, deliveries=build_triggers().delivery_filter())
 
 
 def bare_app() -> FastAPI:

@@ -29,7 +29,7 @@ from bot.llm.router import ModelRouter
 from bot.runner import Completer, execute
 from testkit.fakes.model_server import FakeModelServer
 
-Responder = Callable[[str], str]
+ReplyScript = Callable[[str], str]
 
 MODEL = "openai/gpt-4.1-mini"
 PERSONA_PHASES = frozenset({"opening", "rebuttal", "counter"})
@@ -334,7 +334,7 @@ def _task_fields(prompt: str) -> tuple[str, str, str]:
 
 def persona_responder(
     *, pad_to_words: int | None = None, never_converge: bool = False
-) -> Responder:
+) -> ReplyScript:
     """The rehearsal script, optionally padded and made stubborn.
 
     ``pad_to_words``: persona turns get deterministic filler paragraphs, inserted

@@ -57,7 +57,7 @@ from bot.debate.types import ArbitrationContext, DebateSpec, Mode, Turn
 from bot.llm.estimate import TOOL_FILL, estimate_run
 from bot.llm.pricing import PriceBook
 from bot.llm.router import ModelRouter
-from bot.llm.scripted import ReplyScript as Responder
+from bot.llm.scripted import ReplyScript
 from bot.tool_loop import ToolLoop
 from testkit.fakes.memory_repo import MemoryReader, run_tool
 from testkit.fakes.model_server import tokenize
@@ -96,7 +96,7 @@ def spec_for(mode: Mode, words: int) -> DebateSpec:
     )
 
 
-def fake_model(fill: float, stubborn: bool) -> Responder:
+def fake_model(fill: float, stubborn: bool) -> ReplyScript:
     """The rehearsal script, written out to ``fill`` of each word limit with
     generated prose after its first two lines (before any stance block)."""
 

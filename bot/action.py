@@ -31,8 +31,8 @@ from bot.repo.github import GitHubReader
 from bot.store import RunStore
 from bot.worker.context import Origin, Services
 from bot.worker.pool import Worker
-from bot.worker.routes import Router
-from bot.worker.triggers import build_router
+from bot.worker.routes import TriggerTable
+from bot.worker.triggers import build_triggers
 
 log = get_logger(__name__)
 
@@ -114,7 +114,7 @@ def job_settings(base: Settings, job: Job) -> Settings:
 
 
 async def run_job(settings: Settings, job: Job) -> int:
-    routes = build_router()
+    routes = build_triggers()
     payload = {**job.payload, "installation": {"id": JOB_INSTALLATION}}
     reason = routes.delivery_filter().prefilter(job.event, payload)
     if reason is not None:
@@ -154,7 +154,7 @@ async def run_job(settings: Settings, job: Job) -> int:
         store.dispose()
 
 
-async def _drain(svc: Services, store: RunStore, job: Job, routes: Router) -> int:
+async def _drain(svc: Services, store: RunStore, job: Job, routes: TriggerTable) -> int:
     """The job's delivery, then every run it (or a finished run's queue) started."""
     worker = Worker(svc, routes, worker_id=WORKER_ID)
     lease = svc.settings.lease_s

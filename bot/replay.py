@@ -17,7 +17,7 @@ from bot.config import Settings
 from bot.errors import ConfigError
 from bot.github.webhooks import SIGNATURE_HEADER, sign
 from bot.reports import html_base
-from bot.worker.triggers import build_router
+from bot.worker.triggers import build_triggers
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class ReplayResult:
 
 def read_payload(file: Path, event: str) -> bytes:
     """The file's exact bytes (GitHub signs the raw body), checked to be a JSON object."""
-    known = known_events(build_router().delivery_filter())
+    known = known_events(build_triggers().delivery_filter())
     if event not in known:  # anything else is almost surely a typo
         raise ConfigError(f"unknown event {event!r}; one of: {', '.join(sorted(known))}")
     try:

@@ -130,11 +130,11 @@ async def serve_async(
             # Imported here: a `web` process runs no feature, model adapter or
             # repository reader, and loads none (its route reads DELIVERY_FILTER).
             from bot.worker.pool import Worker
-            from bot.worker.triggers import build_router
+            from bot.worker.triggers import build_triggers
             from bot.worker.wiring import build_services
 
             # The router once per process (checked against DELIVERY_FILTER).
-            w = Worker(build_services(settings, store, metrics), build_router())
+            w = Worker(build_services(settings, store, metrics), build_triggers())
     if web and settings.webhook_secret is None:
         log.warning("webhooks.refused", reason="DEBATE_BOT_WEBHOOK_SECRET is not set")
     # Every role, not only the web app: a worker imports the same libraries

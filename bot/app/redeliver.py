@@ -10,7 +10,7 @@ pass stopped, or ``redeliver_window_s`` at most, and asks GitHub to send again
 - no attempt delivered (a delivery is an event ``guid``, the ``X-GitHub-Delivery``
   we store; its attempts share the guid; failed = ``status_code`` not 2xx),
 - the store has neither received nor claimed, and
-- the router acts on (``Router.accepts``), so nothing is asked in vain,
+- the router acts on (``TriggerTable.accepts``), so nothing is asked in vain,
 
 oldest first, at most ``redeliver_max_per_pass`` asks a pass.
 

@@ -50,7 +50,7 @@ from bot.worker.arbitration_context import (
 )
 from bot.worker.context import Origin, load_config
 from bot.worker.respond import Responder, TriggerExtras
-from bot.worker.routes import Finished, Router
+from bot.worker.routes import Finished, TriggerTable
 from bot.worker.staleness import Span, commented_span, span_reason
 
 log = get_logger(__name__)
@@ -443,10 +443,10 @@ async def verdict_actions(done: Finished) -> None:
         log.warning("arbitration.action_failed", run=run.id, error=exc.code)
 
 
-def register(router: Router) -> None:
-    router.on_command("arbitrate", arbitrate, in_review_thread=True)
-    router.on_queued("arbitrate_bots", continue_bots)
-    router.on_finish(verdict_actions)
+def register(triggers: TriggerTable) -> None:
+    triggers.on_command("arbitrate", arbitrate, in_review_thread=True)
+    triggers.on_queued("arbitrate_bots", continue_bots)
+    triggers.on_finish(verdict_actions)
 
 
 __all__ = [

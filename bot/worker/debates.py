@@ -22,19 +22,19 @@ from bot.store.rows import DeliveryRow
 from bot.worker.context import Origin
 from bot.worker.publish import file_issue_once
 from bot.worker.respond import Responder, subject_of
-from bot.worker.routes import Router
+from bot.worker.routes import TriggerTable
 
 
-def register(router: Router) -> None:
-    router.on_comment(IssueCommentEvent, "created", _issue_comment_origin)
-    router.on_comment(PullRequestReviewCommentEvent, "created", _review_comment_origin)
-    router.on_event(IssuesEvent, ("labeled",), _issue_labeled)
-    router.on_event(PullRequestEvent, ("labeled",), _pull_labeled)
-    router.on_command("debate", debate)
-    router.on_command("help", help_, in_review_thread=True)
-    router.on_command("status", status, in_review_thread=True)
-    router.on_command("cancel", cancel, in_review_thread=True)
-    router.on_command("decide", decide)
+def register(triggers: TriggerTable) -> None:
+    triggers.on_comment(IssueCommentEvent, "created", _issue_comment_origin)
+    triggers.on_comment(PullRequestReviewCommentEvent, "created", _review_comment_origin)
+    triggers.on_event(IssuesEvent, ("labeled",), _issue_labeled)
+    triggers.on_event(PullRequestEvent, ("labeled",), _pull_labeled)
+    triggers.on_command("debate", debate)
+    triggers.on_command("help", help_, in_review_thread=True)
+    triggers.on_command("status", status, in_review_thread=True)
+    triggers.on_command("cancel", cancel, in_review_thread=True)
+    triggers.on_command("decide", decide)
 
 
 # -- triggers -----------------------------------------------------------------------

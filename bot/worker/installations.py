@@ -13,17 +13,17 @@ from bot.github.events import InstallationEvent, InstallationRepositoriesEvent
 from bot.logs import get_logger
 from bot.store.rows import DeliveryRow, InstallationState
 from bot.worker.respond import Responder
-from bot.worker.routes import Router
+from bot.worker.routes import TriggerTable
 
 log = get_logger(__name__)
 
 _GONE: dict[str, InstallationState] = {"deleted": "removed", "suspend": "suspended"}
 
 
-def register(router: Router) -> None:
-    router.on_installation_event(InstallationEvent, ("deleted", "suspend"), installation_gone)
-    router.on_installation_event(InstallationEvent, ("unsuspend",), installation_back)
-    router.on_installation_event(InstallationRepositoriesEvent, ("removed",), repositories_gone)
+def register(triggers: TriggerTable) -> None:
+    triggers.on_installation_event(InstallationEvent, ("deleted", "suspend"), installation_gone)
+    triggers.on_installation_event(InstallationEvent, ("unsuspend",), installation_back)
+    triggers.on_installation_event(InstallationRepositoriesEvent, ("removed",), repositories_gone)
 
 
 async def installation_gone(r: Responder, event: InstallationEvent, row: DeliveryRow) -> str:

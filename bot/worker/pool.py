@@ -29,7 +29,7 @@ from bot.worker.driver import Cancelled, Draining, LeaseLost, RunCalls, RunDrive
 from bot.worker.finish import Finisher
 from bot.worker.publish import Publisher, Thread
 from bot.worker.respond import Responder
-from bot.worker.routes import Router
+from bot.worker.routes import TriggerTable
 
 log = get_logger(__name__)
 
@@ -65,7 +65,9 @@ def new_worker_id() -> str:
 
 
 class Worker:
-    def __init__(self, svc: Services, routes: Router, *, worker_id: str | None = None) -> None:
+    def __init__(
+        self, svc: Services, routes: TriggerTable, *, worker_id: str | None = None
+    ) -> None:
         self.svc = svc
         self.routes = routes
         self.id = worker_id or new_worker_id()

@@ -48,7 +48,7 @@ from bot.worker.context import Origin, Services, load_config
 from bot.worker.publish import Publisher
 from bot.worker.repo_review import file_findings, is_repository_scope, review_repository
 from bot.worker.respond import Responder, TriggerExtras
-from bot.worker.routes import Finished, Router
+from bot.worker.routes import Finished, TriggerTable
 from bot.worker.specs import Overrides, Subject
 
 log = get_logger(__name__)
@@ -525,13 +525,13 @@ async def open_revision_pr(
     )
 
 
-def register(router: Router) -> None:
+def register(triggers: TriggerTable) -> None:
     # Before the label trigger of bot/worker/debates.py: a labelled PR changing
     # design_review.paths plans is design-reviewed instead of debated.
-    router.on_event(PullRequestEvent, ("opened", "synchronize", "labeled"), auto_review)
-    router.on_command("review", start_review)
-    router.on_queued("design_review", continue_auto)
-    router.on_finish(critique_actions)
+    triggers.on_event(PullRequestEvent, ("opened", "synchronize", "labeled"), auto_review)
+    triggers.on_command("review", start_review)
+    triggers.on_queued("design_review", continue_auto)
+    triggers.on_finish(critique_actions)
 
 
 async def critique_actions(done: Finished) -> None:

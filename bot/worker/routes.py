@@ -1,12 +1,13 @@
-"""The one table of what the bot acts on: deliveries, commands and queued work.
+"""The one table of what the bot acts on (``TriggerTable``): deliveries,
+commands and queued work.
 
 Each feature module registers everything it has in one place
-(``register(router)``, composed in bot/worker/triggers.py): its triggers, its
-end-of-run actions and its periodic loops; adding one is one registration. The
-webhook route gets the router's ``DeliveryFilter`` (data) to judge which
-deliveries are worth storing; the worker asks the router what to run for a
-stored delivery, a command, the work queued behind a finished run, and what to
-do once a run has ended.
+(``register(triggers)``, composed in bot/worker/triggers.py): its triggers,
+its end-of-run actions and its periodic loops; adding one is one registration.
+What the webhook route needs of it is data (``bot/app/triggers.py``, checked
+against the registrations at start); the worker asks the table what to run
+for a stored delivery, a command, the work queued behind a finished run, and
+what to do once a run has ended.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class CommandRoute:
     in_review_thread: bool  # also answered in a PR review thread
 
 
-class Router:
+class TriggerTable:
     def __init__(self) -> None:
         self._events: dict[str, list[EventRoute]] = {}
         self._commands: dict[str, CommandRoute] = {}
@@ -275,7 +276,7 @@ def _with_client(handler: EventHandler) -> Handle:
     """The handler, given a client acting as the delivery's installation (tokens are cached)."""
 
     async def handle(r: Responder, event: Any, row: DeliveryRow) -> str | None:
-        assert row.installation_id is not None  # Router.handle ignores deliveries without
+        assert row.installation_id is not None  # TriggerTable.handle ignores deliveries without
         gh = await r.svc.gateway.installation(row.installation_id)
         return await handler(r, gh, event, row)
 

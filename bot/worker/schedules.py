@@ -29,7 +29,7 @@ from bot.worker.context import Origin, Services, load_config
 from bot.worker.publish import Publisher, file_issue_once
 from bot.worker.repo_review import finding_key, review_repository
 from bot.worker.respond import Responder
-from bot.worker.routes import Finished, Router
+from bot.worker.routes import Finished, TriggerTable
 
 log = get_logger(__name__)
 
@@ -144,9 +144,9 @@ async def schedule_loop(svc: Services, worker_id: str) -> None:
         await anyio.sleep(svc.settings.schedule_poll_s)
 
 
-def register(router: Router) -> None:
-    router.every(schedule_loop)
-    router.on_finish(compare_with_previous)
+def register(triggers: TriggerTable) -> None:
+    triggers.every(schedule_loop)
+    triggers.on_finish(compare_with_previous)
 
 
 # --- what changed since the previous review --------------------------------------

@@ -13,12 +13,12 @@ from bot.llm.estimate import estimate_run
 from bot.worker.budgets import caps_for, estimate_text
 from bot.worker.context import Origin
 from bot.worker.respond import Responder, subject_of
-from bot.worker.routes import Router
+from bot.worker.routes import TriggerTable
 from bot.worker.specs import Subject
 
 
-def register(router: Router) -> None:
-    router.on_command("estimate", estimate)
+def register(triggers: TriggerTable) -> None:
+    triggers.on_command("estimate", estimate)
 
 
 async def _subject(

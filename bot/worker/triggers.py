@@ -10,16 +10,16 @@ instead of debated.
 from __future__ import annotations
 
 from bot.worker import arbitration, debates, installations, reviews, schedules, spending
-from bot.worker.routes import Router
+from bot.worker.routes import TriggerTable
 
 
-def build_router() -> Router:
-    router = Router()
-    reviews.register(router)
-    schedules.register(router)
-    debates.register(router)
-    arbitration.register(router)
-    installations.register(router)
-    spending.register(router)
-    router.check_complete()
-    return router
+def build_triggers() -> TriggerTable:
+    triggers = TriggerTable()
+    reviews.register(triggers)
+    schedules.register(triggers)
+    debates.register(triggers)
+    arbitration.register(triggers)
+    installations.register(triggers)
+    spending.register(triggers)
+    triggers.check_complete()
+    return triggers

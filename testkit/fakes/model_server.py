@@ -61,7 +61,7 @@ from starlette.routing import Route
 from testkit.fakes import serving
 
 Api = Literal["openai", "anthropic"]
-Responder = Callable[[str], str]
+ReplyScript = Callable[[str], str]
 
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 
@@ -78,11 +78,11 @@ def _truncate(text: str, max_tokens: int) -> tuple[str, bool]:
     return text[: spans[max_tokens - 1]] if max_tokens > 0 else "", True
 
 
-def default_responder() -> Responder:
+def default_reply_script() -> ReplyScript:
     """``bot.debate.rehearsal.reply`` if it exists, else an echo of the prompt's tail."""
     try:
         module = importlib.import_module("bot.debate.rehearsal")
-        reply: Responder = module.reply
+        reply: ReplyScript = module.reply
         return reply
     except (ImportError, AttributeError):
         return lambda prompt: "(echo) " + prompt[-200:]
@@ -206,7 +206,7 @@ class FakeModelServer:
     def __init__(
         self,
         *,
-        responder: Responder | None = None,
+        responder: ReplyScript | None = None,
         latency_s: float = 0.0,
         openai_api_key: str | None = None,
         anthropic_api_key: str | None = None,
@@ -545,7 +545,7 @@ class FakeModelServer:
 
     def _respond(self, parsed: _Parsed) -> str:
         if self.responder is None:
-            self.responder = default_responder()
+            self.responder = default_reply_script()
         return self.responder(parsed.prompt_text)
 
     def _commit(self, scope: object, tokens: list[str]) -> None:

@@ -20,7 +20,7 @@ from bot.app.webhook import WEBHOOK_PATH
 from bot.config import Settings
 from bot.metrics import Metrics
 from bot.store import RunStore
-from bot.worker.triggers import build_router
+from bot.worker.triggers import build_triggers
 from testkit.harness.deploy import cli_commands, settings_env_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,7 +176,7 @@ async def test_healthcheck_paths_are_served(tmp_path: Path) -> None:
     try:
         transport = httpx.ASGITransport(
             app=create_app(
-                Settings(), store, Metrics(), deliveries=build_router().delivery_filter()
+                Settings(), store, Metrics(), deliveries=build_triggers().delivery_filter()
             )
         )
         async with httpx.AsyncClient(transport=transport, base_url="http://bot") as client:

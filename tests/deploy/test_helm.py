@@ -16,7 +16,7 @@ from bot.app.main import create_app, create_ops_app
 from bot.config import Settings
 from bot.metrics import Metrics
 from bot.store import RunStore
-from bot.worker.triggers import build_router
+from bot.worker.triggers import build_triggers
 from testkit.harness.deploy import cli_commands, settings_env_names
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "debate-bot"
@@ -62,7 +62,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
 def app_routes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[set[str]]:
     db = tmp_path_factory.mktemp("helm") / "db.sqlite"
     store = RunStore.from_url(f"sqlite:///{db}")
-    app = create_app(Settings(), store, Metrics(), deliveries=build_router().delivery_filter())
+    app = create_app(Settings(), store, Metrics(), deliveries=build_triggers().delivery_filter())
     yield {getattr(r, "path", "") for r in app.routes}
     store.dispose()
 

@@ -69,7 +69,8 @@ def job(tmp_path: Path) -> Iterator[Job]:
         FakeGitHub(app_id=APP_ID, public_key_pem=public, app_slug="github-actions") as github,
         FakeModelServer() as models,
     ):
-        github.add_repo(REPO, installation_id=INSTALLATION)
+        # The corpus payloads name `master`: the run pins its head (and reads it).
+        github.add_repo(REPO, installation_id=INSTALLATION, default_branch="master")
         github.set_permission(REPO, "Codertocat", "admin")
         yield Job(tmp_path, github, models)
 

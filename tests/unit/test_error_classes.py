@@ -37,7 +37,7 @@ from bot.store.engine import store_failure
 from bot.store.schema import runs
 from bot.worker.context import Services
 from bot.worker.pool import Worker, is_transient
-from bot.worker.triggers import build_router
+from bot.worker.triggers import build_triggers
 from testkit.harness.service import APP_ID, INSTALLATION, REPO
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,7 +86,7 @@ def test_an_undecodable_spec_fails_the_run_at_its_first_claim(
     settings = Settings(_env_file=None, app_id=APP_ID, private_key=SecretStr(app_keys[0]))
     worker = Worker(
         Services(settings, store, GitHubGateway(settings), ModelRouter(settings), Metrics()),
-        build_router(),
+        build_triggers(),
         worker_id="w1",
     )
     claimed = store.claim_run("w1", 60)

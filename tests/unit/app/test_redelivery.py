@@ -21,7 +21,7 @@ from bot.config import Settings
 from bot.github.gateway import GitHubGateway
 from bot.metrics import Metrics
 from bot.store import RunStore
-from bot.worker.triggers import build_router
+from bot.worker.triggers import build_triggers
 from testkit.fakes.github_server import FakeGitHub, HookDelivery
 from testkit.harness.service import APP_ID
 
@@ -75,7 +75,7 @@ async def make(fake: FakeGitHub, app_keys: tuple[str, str]) -> AsyncIterator[Mak
         s = settings(fake, app_keys[0], **overrides)
         gateway = GitHubGateway(s)
         gateways.append(gateway)
-        deliveries = build_router().delivery_filter()
+        deliveries = build_triggers().delivery_filter()
         return Redeliverer(
             gateway, store, s, deliveries=deliveries, owner="test:1", metrics=Metrics()
         )
@@ -108,7 +108,7 @@ def guids_asked(fake: FakeGitHub) -> list[str]:
 
 def test_the_router_takes_comments_not_pings() -> None:
     """The premise of the filter below: only events a handler takes are worth asking."""
-    deliveries = build_router().delivery_filter()
+    deliveries = build_triggers().delivery_filter()
     assert deliveries.accepts("issue_comment", "created")
     assert not deliveries.accepts("ping", None)
     assert not deliveries.accepts("star", "created")

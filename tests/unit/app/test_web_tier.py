@@ -15,7 +15,7 @@ from bot.app.filter import DeliveryFilter, EventTriggers
 from bot.app.triggers import DELIVERY_FILTER
 from bot.errors import ProtocolError
 from bot.github.events import IssuesEvent
-from bot.worker.triggers import build_router
+from bot.worker.triggers import build_triggers
 
 ROOT = Path(__file__).resolve().parents[3]
 RUFF = (sys.executable, "-m", "ruff", "check", "--output-format=json")
@@ -35,9 +35,9 @@ def _ruff_stdin(path: str, source: str) -> list[str]:
 
 def test_the_rule_bans_the_worker_and_model_adapters_in_the_web_tier() -> None:
     probe = (
-        "from bot.worker.routes import Router\nimport bot.llm.router\n"
+        "from bot.worker.routes import TriggerTable\nimport bot.llm.router\n"
         "from bot.brief.build import build_brief\nfrom bot.store import RunStore\n"
-        "__all__ = ['Router', 'RunStore', 'bot', 'build_brief']\n"
+        "__all__ = ['TriggerTable', 'RunStore', 'bot', 'build_brief']\n"
     )
     messages = _ruff_stdin("bot/app/_probe.py", probe)
     assert len(messages) == 3, messages  # the store is the web tier's own
@@ -57,7 +57,7 @@ def test_importing_the_web_app_loads_no_worker_or_model_module() -> None:
 
 
 def test_the_filter_is_the_router_as_data() -> None:
-    deliveries = build_router().delivery_filter()
+    deliveries = build_triggers().delivery_filter()
     comment = deliveries.events["issue_comment"]
     assert comment == EventTriggers(
         frozenset({"created"}), ("comment", "issue", "repository", "sender"), "comment"
@@ -99,11 +99,11 @@ def test_a_web_process_loads_no_feature_model_adapter_or_reader() -> None:
 
 
 def test_the_table_is_what_the_features_register() -> None:
-    assert build_router().delivery_filter() == DELIVERY_FILTER
+    assert build_triggers().delivery_filter() == DELIVERY_FILTER
 
 
 def test_a_registration_missing_from_the_table_stops_the_start() -> None:
-    router = build_router()
+    router = build_triggers()
     router.on_event(IssuesEvent, ("opened",), _never)
     with pytest.raises(ProtocolError, match=r"\['issues'\].*bot/app/triggers.py"):
         router.check_complete()

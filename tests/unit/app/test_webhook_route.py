@@ -20,7 +20,7 @@ from bot.config import Settings
 from bot.github.webhooks import sign
 from bot.metrics import Metrics
 from bot.store import RunStore
-from bot.worker.triggers import build_router
+from bot.worker.triggers import build_triggers
 from testkit.fakes import serving
 from testkit.harness.service import delivery
 
@@ -45,7 +45,7 @@ def route(tmp_path: Path) -> Iterator[tuple[str, RunStore]]:
     store.migrate()
     settings = Settings(webhook_secret=SecretStr(SECRET), max_webhook_bytes=64 * 1024)
     server, thread, url = serve(
-        create_app(settings, store, Metrics(), deliveries=build_router().delivery_filter())
+        create_app(settings, store, Metrics(), deliveries=build_triggers().delivery_filter())
     )
     yield url, store
     server.should_exit = True
@@ -141,7 +141,7 @@ def test_no_secret_refuses_webhooks_but_serves_health(tmp_path: Path) -> None:
     store = RunStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}")
     store.migrate()
     server, thread, url = serve(
-        create_app(Settings(), store, Metrics(), deliveries=build_router().delivery_filter())
+        create_app(Settings(), store, Metrics(), deliveries=build_triggers().delivery_filter())
     )
     try:
         r = post(url, "issue_comment", command_payload())

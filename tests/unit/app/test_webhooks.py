@@ -21,7 +21,7 @@ from bot.github.events import (
     parse_event,
 )
 from bot.github.webhooks import sign, verify_signature
-from bot.worker.triggers import build_router
+from bot.worker.triggers import build_triggers
 from testkit.harness.service import FIXTURES
 
 CORPUS = FIXTURES
@@ -228,7 +228,7 @@ def test_deleted_fork_head_repo_is_optional() -> None:
 
 @pytest.mark.parametrize("name", ["push", "check_run", "workflow_run", "star", ""])
 def test_ignored_events_return_none_without_parsing(name: str) -> None:
-    assert name not in build_router().delivery_filter().event_names
+    assert name not in build_triggers().delivery_filter().event_names
     assert parse_event(name, b"not even json") is None
 
 

@@ -21,7 +21,7 @@ from bot.store import RunStore
 from bot.store.rows import DeliveryRow
 from bot.worker.context import Services
 from bot.worker.pool import Worker
-from bot.worker.triggers import build_router
+from bot.worker.triggers import build_triggers
 from testkit.harness.service import APP_ID, INSTALLATION, delivery
 from testkit.harness.stores import FakeClock, race
 from testkit.harness.stores import clock as clock
@@ -124,7 +124,7 @@ def test_a_deliverys_writes_wait_their_turn_by_its_arrival(
     store.record_delivery("d1", "issue_comment", "created", INSTALLATION, payload)
     row = store.get_delivery("d1")
     assert row is not None
-    worker = SinceRecorder(_services(store, app_keys), build_router())
+    worker = SinceRecorder(_services(store, app_keys), build_triggers())
     worker.seen = []
     anyio.run(worker.process_delivery, row)
     assert worker.seen == [row.received_at.timestamp()]

@@ -16,7 +16,7 @@ from bot.store import RunStore
 from bot.store.rows import DeliveryRow, RunRow
 from bot.worker.context import Services
 from bot.worker.pool import CLAIM_BATCH, Worker
-from bot.worker.triggers import build_router
+from bot.worker.triggers import build_triggers
 from testkit.harness.service import APP_ID, INSTALLATION, REPO, delivery
 
 BURST = 3 * CLAIM_BATCH + 2
@@ -26,7 +26,7 @@ class ClaimRecorder(Worker):
     """A worker that notes what it claimed, in order, and does nothing with it."""
 
     def __init__(self, svc: Services) -> None:
-        super().__init__(svc, build_router())
+        super().__init__(svc, build_triggers())
         self.claimed: list[str] = []
 
     async def _intake_slot(

@@ -28,8 +28,8 @@ from bot.store.rows import DeliveryRow, RunRow
 from bot.store.trigger import QueuedComments, QueuedPlans, Trigger
 from bot.worker.context import Services
 from bot.worker.respond import Responder
-from bot.worker.routes import Router
-from bot.worker.triggers import build_router
+from bot.worker.routes import TriggerTable
+from bot.worker.triggers import build_triggers
 from testkit.fakes.github_server import FakeGitHub
 from testkit.harness.engine import spec_for
 from testkit.harness.service import APP_ID, INSTALLATION, REPO, delivery, rsa_keypair
@@ -41,7 +41,7 @@ SECRET = "router-secret-" + uuid.uuid4().hex
 
 
 def test_the_default_table() -> None:
-    r = build_router().delivery_filter()
+    r = build_triggers().delivery_filter()
     accepted = {
         (event, action)
         for event in r.event_names
@@ -72,7 +72,7 @@ def test_the_default_table() -> None:
 
 
 def test_a_command_the_parser_knows_without_a_handler_fails_at_start() -> None:
-    router = Router()
+    router = TriggerTable()
 
     async def nothing(*_: Any) -> str:
         return "done"
@@ -82,7 +82,7 @@ def test_a_command_the_parser_knows_without_a_handler_fails_at_start() -> None:
         router.on_command(action, nothing)
     with pytest.raises(ProtocolError, match="arbitrate"):
         router.check_complete()
-    build_router().check_complete()  # the real composition is complete
+    build_triggers().check_complete()  # the real composition is complete
 
 
 # --- the webhook route asks the router -------------------------------------------------
@@ -106,7 +106,7 @@ async def _done(*_: Any) -> str:
 
 
 def test_the_webhook_route_stores_what_the_router_accepts(store: RunStore) -> None:
-    only_opened = Router()
+    only_opened = TriggerTable()
     only_opened.on_event(IssuesEvent, ("opened",), _done)
     app = create_app(
         Settings(webhook_secret=SecretStr(SECRET)),
@@ -188,7 +188,7 @@ def test_handlers_are_asked_in_order_until_one_answers(responder: Responder) -> 
 
         return handle
 
-    router = Router()
+    router = TriggerTable()
     router.on_event(PullRequestEvent, ("labeled",), handler("first", None))
     router.on_event(PullRequestEvent, ("labeled", "opened"), handler("second", "done"))
     router.on_event(PullRequestEvent, ("labeled",), handler("third", "never asked"))
@@ -203,7 +203,7 @@ def test_nobody_answering_bots_and_unrouted_actions_are_ignored(responder: Respo
     async def not_mine(*_: Any) -> None:
         calls.append("asked")
 
-    router = Router()
+    router = TriggerTable()
     router.on_event(PullRequestEvent, ("labeled",), not_mine)
     labeled = delivery("pull_request.labeled")
     by_bot = delivery("pull_request.labeled", **{"sender.type": "Bot"})
@@ -222,7 +222,7 @@ def test_nobody_answering_bots_and_unrouted_actions_are_ignored(responder: Respo
 
 
 def test_a_routed_malformed_delivery_is_a_400_error(responder: Responder) -> None:
-    router = Router()
+    router = TriggerTable()
     router.on_event(IssuesEvent, ("labeled",), _done)
     row = _row("issues", "labeled", {"action": "labeled", "sender": {"login": "x"}})
     with pytest.raises(PayloadError, match="invalid issues payload") as exc_info:
@@ -241,7 +241,7 @@ def test_queued_work_goes_to_its_kind_and_never_fails_the_finished_run(
     async def broken(r: Responder, gh: InstallationClient, run: RunRow) -> None:
         raise RuntimeError("boom")
 
-    router = Router()
+    router = TriggerTable()
     router.on_queued("design_review", plans)
     router.on_queued("arbitrate_bots", broken)
     spec = spec_for("debate")
@@ -257,7 +257,8 @@ def test_queued_work_goes_to_its_kind_and_never_fails_the_finished_run(
         gh = await responder.svc.gateway.installation(INSTALLATION)
         for run in (with_plans, with_comments, without):
             await router.continue_queue(responder, gh, run)
-        await Router().continue_queue(responder, gh, with_plans)  # no handler: logged, skipped
+        # No handler: logged, skipped.
+        await TriggerTable().continue_queue(responder, gh, with_plans)
 
     _run(responder, scenario())
     assert seen == [("plans", with_plans.id)]
