@@ -105,38 +105,45 @@ class StoreBase:
         each run can pick other rows: more than ``limit`` would be claimed.
         A busy worker claims many at once: one transaction, not one per row."""
         picked = sa.select(key).where(eligible).order_by(*order)
-        return self._lease_picked(op, table, key, picked, eligible, order, limit=limit, **values)
+        stmt = lease_statement(table, key, picked, eligible, max(1, limit), values)
+        return self._run_lease(op, stmt, {}, order)
 
-    def _lease_picked(
+    def _run_lease(
         self,
         op: str,
-        table: sa.Table,
-        key: sa.Column[Any],
-        picked: sa.Select[Any],
-        eligible: sa.ColumnElement[bool],
+        stmt: sa.Executable,
+        params: dict[str, Any],
         order: tuple[sa.Column[Any], ...],
-        *,
-        limit: int,
-        **values: Any,
     ) -> list[dict[str, Any]]:
-        """Lease the first ``limit`` rows ``picked`` (a SELECT of ``key`` in claim
-        order) lists, as ``_claim_oldest`` does; returned sorted by ``order``."""
-        cte = (
-            picked.limit(max(1, limit))
-            .with_for_update(skip_locked=True, of=table)
-            .cte("picked")
-            .prefix_with("MATERIALIZED")
-        )
-        stmt = (
-            sa.update(table)
-            .where(key == cte.c[key.name], eligible)
-            .values(**values)
-            .returning(*table.c)
-        )
+        """Run a ``lease_statement``; the leased rows, sorted by ``order``."""
         with self._write(op) as conn:
-            rows = [dict(row) for row in conn.execute(stmt).mappings()]
+            rows = [dict(row) for row in conn.execute(stmt, params).mappings()]
         # RETURNING keeps no order.
         return sorted(rows, key=lambda row: tuple(row[c.name] for c in order))
+
+
+def lease_statement(
+    table: sa.Table,
+    key: sa.Column[Any],
+    picked: sa.Select[Any],
+    eligible: sa.ColumnElement[bool],
+    limit: int | sa.BindParameter[int],
+    values: dict[str, Any],
+) -> sa.Executable:
+    """``_claim_oldest``'s statement: lease (set ``values`` on) the first ``limit``
+    rows ``picked`` (a SELECT of ``key`` in claim order) lists, still eligible."""
+    cte = (
+        picked.limit(limit)
+        .with_for_update(skip_locked=True, of=table)
+        .cte("picked")
+        .prefix_with("MATERIALIZED")
+    )
+    return (
+        sa.update(table)
+        .where(key == cte.c[key.name], eligible)
+        .values(**values)
+        .returning(*table.c)
+    )
 
 
 def fair_order(
@@ -155,7 +162,7 @@ def fair_order(
 
     PostgreSQL refuses FOR UPDATE beside a window function, so the turns are
     ranked in a subquery and joined back to ``table``, which alone is locked
-    (``_lease_picked``: ``FOR UPDATE OF`` it, ``SKIP LOCKED``): rows a concurrent
+    (``lease_statement``: ``FOR UPDATE OF`` it, ``SKIP LOCKED``): rows a concurrent
     claimer holds are skipped before the LIMIT, as in a plain oldest-first claim."""
     held = (
         sa.select(group.label("grp"), sa.func.count().label("n"))

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from bot.errors import StoreError
-from bot.store.base import StoreBase, fair_order
+from bot.store.base import StoreBase, fair_order, lease_statement
 from bot.store.notify import notify_work
 from bot.store.rows import (
     DeliveryRow,
@@ -116,26 +116,37 @@ class DeliveryQueries(StoreBase):
         installation's paced write, does not hold the intake slots another
         installation's delivery needs. Returned oldest first."""
         now = self._now()
+        params = {
+            "c_now": now,
+            "c_until": now + timedelta(seconds=lease_s),
+            "c_owner": worker_id,
+            "c_limit": max(1, limit),
+        }
         d = deliveries.c
+        rows = self._run_lease(
+            "claim_delivery", self._claim_deliveries_stmt, params, (d.received_at, d.delivery_id)
+        )
+        return [DeliveryRow.from_mapping(row) for row in rows]
+
+    @functools.cached_property
+    def _claim_deliveries_stmt(self) -> sa.Executable:
+        """claim_deliveries' statement, built once (every poll and wake-up runs it)."""
+        d = deliveries.c
+        now = sa.bindparam("c_now", type_=d.lease_expires_at.type)
         eligible = sa.and_(
             d.state == "pending",
             sa.or_(d.lease_expires_at.is_(None), d.lease_expires_at < now),
         )
         going = sa.and_(d.state == "pending", d.lease_owner.is_not(None), d.lease_expires_at >= now)
         order = (d.received_at, d.delivery_id)
-        rows = self._lease_picked(
-            "claim_delivery",
-            deliveries,
-            d.delivery_id,
-            fair_order(deliveries, d.delivery_id, d.installation_id, order, eligible, going),
-            eligible,
-            order,
-            limit=limit,
-            lease_owner=worker_id,
-            lease_expires_at=now + timedelta(seconds=lease_s),
-            attempts=d.attempts + 1,
-        )
-        return [DeliveryRow.from_mapping(row) for row in rows]
+        picked = fair_order(deliveries, d.delivery_id, d.installation_id, order, eligible, going)
+        values = {
+            "lease_owner": sa.bindparam("c_owner", type_=d.lease_owner.type),
+            "lease_expires_at": sa.bindparam("c_until", type_=d.lease_expires_at.type),
+            "attempts": d.attempts + 1,
+        }
+        limit = sa.bindparam("c_limit", type_=sa.Integer)
+        return lease_statement(deliveries, d.delivery_id, picked, eligible, limit, values)
 
     def finish_delivery(
         self, delivery_id: str, state: DeliveryState, error_class: str | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import uuid4
@@ -13,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from bot.debate.types import DebateSpec
 from bot.errors import ActiveRunExists, StoreError
 from bot.runner.admission import Limits
-from bot.store.base import StoreBase, fair_order
+from bot.store.base import StoreBase, fair_order, lease_statement
 from bot.store.codec import spec_from_json, spec_to_json, to_json
 from bot.store.ledger import admit, admitted_values, count_runs
 from bot.store.notify import notify_work
@@ -32,7 +33,9 @@ from bot.store.trigger import Trigger
 _INSERT_RETRIES = 5
 
 
-def fair_pick(eligible: sa.ColumnElement[bool], now: datetime) -> sa.Select[Any]:
+def fair_pick(
+    eligible: sa.ColumnElement[bool], now: datetime | sa.BindParameter[Any]
+) -> sa.Select[Any]:
     """The eligible runs' ids in fair claim order (:func:`fair_order`): a run's
     turn is its place among its installation's eligible runs (oldest first) plus
     the runs the installation has held under a live lease (by any worker), so an
@@ -181,26 +184,36 @@ class RunQueries(StoreBase):
         across installations (:func:`fair_pick`): a burst from one installation
         does not hold back another's run queued after it."""
         now = self._now()
+        params = {
+            "c_now": now,
+            "c_until": now + timedelta(seconds=lease_s),
+            "c_owner": worker_id,
+            "c_limit": max(1, limit),
+        }
+        rows = self._run_lease(
+            "claim_run", self._claim_runs_stmt, params, (runs.c.created_at, runs.c.id)
+        )
+        return [RunRow.from_mapping(row) for row in rows]
+
+    @functools.cached_property
+    def _claim_runs_stmt(self) -> sa.Executable:
+        """claim_runs' statement, built once: every worker runs it at every poll
+        and wake-up, and building (and cache-keying) it cost more than running it."""
         r = runs.c
+        now = sa.bindparam("c_now", type_=r.lease_expires_at.type)
         eligible = sa.or_(
             r.state == "queued",
             sa.and_(r.state == "running", r.lease_expires_at < now),
         )
-        rows = self._lease_picked(
-            "claim_run",
-            runs,
-            r.id,
-            fair_pick(eligible, now),
-            eligible,
-            (r.created_at, r.id),
-            limit=limit,
-            state="running",
-            lease_owner=worker_id,
-            lease_expires_at=now + timedelta(seconds=lease_s),
-            attempts=r.attempts + 1,
-            updated_at=now,
-        )
-        return [RunRow.from_mapping(row) for row in rows]
+        values = {
+            "state": "running",
+            "lease_owner": sa.bindparam("c_owner", type_=r.lease_owner.type),
+            "lease_expires_at": sa.bindparam("c_until", type_=r.lease_expires_at.type),
+            "attempts": r.attempts + 1,
+            "updated_at": now,
+        }
+        limit = sa.bindparam("c_limit", type_=sa.Integer)
+        return lease_statement(runs, r.id, fair_pick(eligible, now), eligible, limit, values)
 
     def renew_lease(self, run_id: str, worker_id: str, lease_s: float) -> bool:
         """Extend the lease; False if this worker no longer holds the run."""
