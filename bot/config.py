@@ -118,8 +118,13 @@ class Settings(BaseSettings):
     # SQLAlchemy's default of 5 made them queue for a connection. On PostgreSQL,
     # mind `max_connections` (100 by default) across every process.
     database_pool_size: PositiveInt = 20
-    # Deliveries processed at once per worker (each holds its payload, up to 25 MB).
-    intake_concurrency: int = 16
+    # Deliveries processed at once per worker: a burst of commands is taken in
+    # together (each waits on GitHub round trips, not on the CPU); their payloads
+    # are bounded apart, by intake_max_mb.
+    intake_concurrency: PositiveInt = 64
+    # Payload bytes a worker holds in intake (MB): past it no more deliveries are
+    # claimed until some finish (a payload is up to 25 MB; a batch of 8 may pass it).
+    intake_max_mb: PositiveInt = 64
     # Ceiling on calls in flight per provider name (built-in or endpoint), overriding
     # provider_max_concurrency / the endpoint's max_concurrency: {"openai": 32}.
     provider_concurrency: dict[str, PositiveInt] = Field(default_factory=dict)

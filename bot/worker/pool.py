@@ -75,6 +75,9 @@ class Worker:
         self._wake = anyio.Event()
         self._slots = anyio.Semaphore(max(1, svc.settings.worker_concurrency))
         self._intake_slots = anyio.Semaphore(max(1, svc.settings.intake_concurrency))
+        # Payload bytes in intake, and the bound past which no more are claimed.
+        self._intake_bytes = 0
+        self._intake_max_bytes = svc.settings.intake_max_mb * 1024 * 1024
         self._issue_tails: dict[str, anyio.Event] = {}
         self._last_prune = -PRUNE_EVERY_S
         # The drain (SIGTERM): claim nothing more, wait for the work in flight.
@@ -173,11 +176,12 @@ class Worker:
     async def _claim_deliveries(self, tg: TaskGroup, lease_s: float) -> bool:
         """Claim a batch of deliveries into free intake slots; True if it was full."""
         batch = min(self._intake_slots.value, CLAIM_BATCH)
-        if batch == 0:
-            return False
+        if batch == 0 or self._intake_bytes >= self._intake_max_bytes:
+            return False  # a finishing delivery wakes the loop
         rows = await self.svc.db.claim_deliveries(self.id, lease_s, batch)
         for row in rows:  # oldest first: the issue tails keep arrival order
             await self._intake_slots.acquire()
+            self._intake_bytes += len(row.payload)
             self._enter()
             key = issue_key(row.payload)
             before = self._issue_tails.get(key)
@@ -224,6 +228,7 @@ class Worker:
             done.set()
             if self._issue_tails.get(key) is done:
                 del self._issue_tails[key]
+            self._intake_bytes -= len(row.payload)
             self._intake_slots.release()
             self._leave()
 

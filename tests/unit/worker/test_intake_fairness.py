@@ -129,3 +129,47 @@ def test_a_deliverys_writes_wait_their_turn_by_its_arrival(
     anyio.run(worker.process_delivery, row)
     assert worker.seen == [row.received_at.timestamp()]
     assert writer_since.get() is None  # set in the delivery's own task context only
+
+
+class Holder(Worker):
+    """Holds every delivery it takes in until told to let go."""
+
+    def __init__(self, svc: Services) -> None:
+        super().__init__(svc, build_triggers())
+        self.taken: list[str] = []
+        self.let_go = anyio.Event()
+
+    async def process_delivery(self, row: DeliveryRow) -> None:
+        self.taken.append(row.delivery_id)
+        await self.let_go.wait()
+
+
+def test_intake_stops_claiming_past_its_payload_budget(
+    tmp_path: Path, app_keys: tuple[str, str]
+) -> None:
+    store = RunStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    store.migrate()
+    for i in range(20):  # ~0.3 MB each, each about its own issue (no arrival-order wait)
+        big = {"repository": {"full_name": "o/r"}, "issue": {"number": i}, "pad": "x" * 300_000}
+        store.record_delivery(f"d{i}", "issue_comment", "created", INSTALLATION, json.dumps(big))
+    settings = Settings(app_id=APP_ID, private_key=SecretStr(app_keys[0]), intake_max_mb=1)
+    worker = Holder(
+        Services(settings, store, GitHubGateway(settings), ModelRouter(settings), Metrics())
+    )
+
+    async def scenario() -> tuple[int, int, int]:
+        async with anyio.create_task_group() as tg:
+            await worker.poll_once(tg)  # one batch of 8 (2.4 MB) passes the 1 MB budget
+            await anyio.sleep(0.05)
+            held = len(worker.taken)
+            await worker.poll_once(tg)  # nothing more while they are held
+            await anyio.sleep(0.05)
+            still = len(worker.taken)
+            worker.let_go.set()
+        async with anyio.create_task_group() as tg:
+            await worker.poll_once(tg)  # the budget is free again: the rest are taken
+        return held, still, len(worker.taken)
+
+    held, still, after = anyio.run(scenario)
+    assert (held, still) == (8, 8)
+    assert after == 20  # let go: each finishing delivery frees the budget for the next
