@@ -167,8 +167,13 @@ class Snapshot:
         return split_lines(self._text[found.path])
 
     async def ensure(self, paths: Iterable[str]) -> None:
-        """Load the named files when a loader can (best effort, for ``file_lines``)."""
+        """Load the named files when a loader can (best effort, for ``file_lines``).
+        Only paths the index holds: asking the source about an unknown path spends
+        the snapshot's probes, shared by every run on this commit, and cited paths
+        are often made up."""
         for path in paths:
+            if self.entry(path) is None:
+                continue
             try:
                 await self.read_text(path)
             except Refused:

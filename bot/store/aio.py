@@ -28,7 +28,11 @@ class _Hop(Generic[P, T]):
     """A ``RunStore`` method as a coroutine function run in a worker thread."""
 
     def __init__(self, method: Callable[Concatenate[RunStore, P], T]) -> None:
-        self.method = method
+        self.method = method  # for the signature; the call looks the name up
+        self.name = method.__name__
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self.name = name
 
     @overload
     def __get__(self, db: None, owner: type[Any]) -> _Hop[P, T]: ...
@@ -39,7 +43,8 @@ class _Hop(Generic[P, T]):
     ) -> _Hop[P, T] | Callable[P, Awaitable[T]]:
         if db is None:
             return self
-        bound = functools.partial(self.method, db.sync)
+        # Looked up on the store itself: a subclass's or a patched method is the one run.
+        bound: Callable[P, T] = getattr(db.sync, self.name)
 
         async def hop(*args: P.args, **kwargs: P.kwargs) -> T:
             return await anyio.to_thread.run_sync(functools.partial(bound, *args, **kwargs))

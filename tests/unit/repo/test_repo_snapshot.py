@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 import io
 import json
 import os
@@ -326,3 +327,32 @@ def test_the_brief_reads_through_the_snapshot_port() -> None:
 
 async def _texts(snap: Snapshot, paths: list[str]) -> list[str | None]:
     return [await snap.text(p) for p in paths]
+
+
+def test_ensuring_cited_files_loads_known_paths_and_asks_nothing_about_others() -> None:
+    """A citation to a made-up path must not spend the probes that every run on
+    the commit shares (a truncated index asks the source about unknown paths)."""
+    asked: list[str] = []
+    loaded: list[str] = []
+
+    async def probe(path: str) -> tuple[list[Entry], list[str]]:
+        asked.append(path)
+        return [], []
+
+    async def loader(entry: Entry) -> bytes:
+        loaded.append(entry.path)
+        return b"line one\nline two\n"
+
+    snap = Snapshot(
+        repo="acme/widgets",
+        commit=COMMIT,
+        html_url=HTML_URL,
+        entries=[Entry("src/app.py", "file", 18)],
+        limits=Limits(),
+        loader=loader,
+        probe=probe,
+        truncated=True,
+    )
+    asyncio.run(snap.ensure(["src/app.py", "src/made_up.py", "nowhere/x.py"]))
+    assert loaded == ["src/app.py"] and asked == []
+    assert snap.file_lines("src/app.py") == ["line one", "line two"]

@@ -48,3 +48,16 @@ def test_a_hop_runs_the_query_in_a_worker_thread(store: RunStore) -> None:
     anyio.run(main)
     assert threads, "the clock was never read: the test proves nothing"
     assert loop_thread[0] not in threads
+
+
+def test_a_hop_runs_the_stores_own_method(store: RunStore) -> None:
+    """Looked up on the store, not fixed at class creation: a subclass's override
+    (or a method patched on the store) is what runs."""
+
+    class Down(RunStore):
+        def ping(self) -> bool:
+            return False
+
+    down = Down(store.engine)
+    assert store.ping() is True
+    assert anyio.run(AsyncStore(down).ping) is False
