@@ -2,14 +2,47 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
+from weakref import WeakKeyDictionary
 
 import anyio
+from anyio.lowlevel import RunVar
 
 A = TypeVar("A")
 B = TypeVar("B")
+P = ParamSpec("P")
+T = TypeVar("T")
+
+# Each event loop's limiter per store (a limiter belongs to the loop that made it).
+_LIMITERS: RunVar[WeakKeyDictionary[Any, anyio.CapacityLimiter]] = RunVar("store_limiters")
+
+
+def _limiter(store: object) -> anyio.CapacityLimiter | None:
+    calls = getattr(store, "parallel_calls", None)
+    if not isinstance(calls, int):  # a stand-in without a bound: anyio's default
+        return None
+    try:
+        limiters = _LIMITERS.get()
+    except LookupError:
+        limiters = WeakKeyDictionary()
+        _LIMITERS.set(limiters)
+    limiter = limiters.get(store)
+    if limiter is None:
+        limiter = limiters[store] = anyio.CapacityLimiter(calls)
+    return limiter
+
+
+async def store_call(store: object, query: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``query`` (a method of ``store``) in a worker thread, once the store has
+    room: at most ``store.parallel_calls`` at once (SQLite's one writer, a
+    PostgreSQL pool's connections), the rest waiting here as coroutines. Hundreds
+    of threads blocked on the store's write lock or its pool would cost the event
+    loop its GIL at every turn (docs/architecture.md, ``bot/store/``)."""
+    call = functools.partial(query, *args, **kwargs)
+    return await anyio.to_thread.run_sync(call, limiter=_limiter(store))
 
 
 @contextmanager

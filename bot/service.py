@@ -104,13 +104,6 @@ async def serve_async(
         sock = bind_service(settings, web=web)
     _skip_missing_sniffio()
     _limit_malloc_arenas()  # before the first store call starts a thread
-    # Store calls run in threads (the store is synchronous), about one per run or
-    # delivery in flight at a time: anyio's default of 40 threads made reads queue
-    # behind writes waiting their turn for SQLite's one writer.
-    limiter = anyio.to_thread.current_default_thread_limiter()
-    limiter.total_tokens = max(
-        limiter.total_tokens, settings.worker_concurrency + settings.intake_concurrency
-    )
     store = open_store(settings)
     metrics = Metrics()
     metrics.watch_runs(store.counts_by_state, store.run_health)

@@ -35,6 +35,7 @@ from typing import Any, Final, Protocol, cast
 
 import anyio
 
+from bot.aio import store_call
 from bot.debate.citations import check_citations, parse_citations
 from bot.debate.types import (
     DropClass,
@@ -404,13 +405,11 @@ class ToolLoop:
     async def _load(self, turn_id: str) -> list[StoredStep]:
         if self.steps is None:
             return []
-        return await anyio.to_thread.run_sync(self.steps.load_steps, self.run_id, turn_id)
+        return await store_call(self.steps, self.steps.load_steps, self.run_id, turn_id)
 
     async def _save(self, request: ModelRequest, step: StoredStep) -> None:
         if self.steps is not None:
-            await anyio.to_thread.run_sync(
-                self.steps.save_step, self.run_id, request.key.id(), step
-            )
+            await store_call(self.steps, self.steps.save_step, self.run_id, request.key.id(), step)
 
 
 @dataclass(frozen=True)

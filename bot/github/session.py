@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import anyio
 import httpx
 import pydantic
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
@@ -47,6 +46,7 @@ from githubkit.exception import RequestError, RequestFailed, RequestTimeout
 from githubkit.response import Response
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
+from bot.aio import store_call
 from bot.config import Settings
 from bot.errors import (
     ConfigError,
@@ -335,8 +335,8 @@ class GitHubSession:
             """Seconds from now to the slot, counted from the slot itself: time lost
             after the database chose it (a slow commit, the thread hop back) is
             taken off the wait instead of shifting the slot later."""
-            wait_s, next_at = await anyio.to_thread.run_sync(
-                slots.reserve_write, installation_id, interval, self._max_wait_s
+            wait_s, next_at = await store_call(
+                slots, slots.reserve_write, installation_id, interval, self._max_wait_s
             )
             if wait_s > self._max_wait_s:  # held by a rate limit another process met
                 state = self._states.get(installation_id)
@@ -353,7 +353,7 @@ class GitHubSession:
 
         async def on_late(late_s: float) -> bool:
             extend = slots.extend_write_slot
-            return await anyio.to_thread.run_sync(extend, installation_id, following[0], late_s)
+            return await store_call(slots, extend, installation_id, following[0], late_s)
 
         return WritePacer(
             interval, clock=self._clock, sleep=self._sleep, reserve=reserve, on_late=on_late
@@ -547,7 +547,8 @@ class GitHubSession:
         # down would let a write out just before GitHub's wait is over.
         until = datetime.fromtimestamp(self._wall() + wait_s + 0.001, UTC)
         try:
-            await anyio.to_thread.run_sync(self._write_slots.hold_writes, installation_id, until)
+            slots = self._write_slots
+            await store_call(slots, slots.hold_writes, installation_id, until)
         except StoreError as exc:  # this process still waits; the others find out
             log.warning("github.hold_not_shared", error=exc.code)
 

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-import anyio
-
+from bot.aio import store_call
 from bot.llm.fair import CallInfo, FairQueue, Share, current_call
 from bot.llm.limits import Aimd, Bucket, RateHeaders, read_rate_headers
 from bot.logs import get_logger
@@ -357,7 +356,8 @@ class EndpointGate:
     async def _sync(self, shared: SharedLimits) -> None:
         self._dirty = False  # what changes from here is told next time
         try:
-            merged = await anyio.to_thread.run_sync(
+            merged = await store_call(
+                shared,
                 shared.sync_model_limit,
                 self.key,
                 self.window.limit,

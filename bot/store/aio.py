@@ -5,16 +5,15 @@ event loop, a call's round trip would hold up every other run and delivery. Each
 method here runs its ``RunStore`` namesake in a worker thread, with the same
 arguments and result types (a ``_Hop`` descriptor keeps the signature for mypy).
 A test checks that every public query of the store has its hop here.
+Each store takes as many calls at once as it can serve (``bot.aio.store_call``).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-import anyio
-
+from bot.aio import store_call
 from bot.store.facade import RunStore
 
 P = ParamSpec("P")
@@ -46,8 +45,10 @@ class _Hop(Generic[P, T]):
         # Looked up on the store itself: a subclass's or a patched method is the one run.
         bound: Callable[P, T] = getattr(db.sync, self.name)
 
+        store = db.sync
+
         async def hop(*args: P.args, **kwargs: P.kwargs) -> T:
-            return await anyio.to_thread.run_sync(functools.partial(bound, *args, **kwargs))
+            return await store_call(store, bound, *args, **kwargs)
 
         return hop
 

@@ -23,6 +23,11 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+# Calls at once on a pool without a bound (max_overflow=-1): about what the
+# service's runs and deliveries ask of it at a time.
+UNBOUNDED_POOL_CALLS = 64
+
+
 class StoreBase:
     """What every aggregate's queries share: one engine, one clock, and
     transactions whose database failures surface as :class:`StoreError`."""
@@ -38,6 +43,17 @@ class StoreBase:
         self._write_turn: AbstractContextManager[Any] = (
             threading.RLock() if self._dialect == "sqlite" else nullcontext()
         )
+
+    @property
+    def parallel_calls(self) -> int:
+        """How many calls the store serves at once: SQLite writes one at a time
+        (and its reads are short), PostgreSQL as many as its pool holds."""
+        pool = self.engine.pool
+        size = getattr(pool, "size", None)
+        if self._dialect == "sqlite" or not callable(size):
+            return 1
+        overflow = int(getattr(pool, "_max_overflow", 0))  # QueuePool's; -1: unbounded
+        return UNBOUNDED_POOL_CALLS if overflow < 0 else max(1, int(size()) + overflow)
 
     def _now(self) -> datetime:
         now = self._clock()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import inspect
 import threading
+import time
 from datetime import datetime
 
 import anyio
 
 from bot.store import RunStore
 from bot.store.aio import SYNC_ONLY, AsyncStore
+from bot.store.base import UNBOUNDED_POOL_CALLS
 
 
 def test_every_public_query_has_a_hop() -> None:
@@ -61,3 +63,46 @@ def test_a_hop_runs_the_stores_own_method(store: RunStore) -> None:
     down = Down(store.engine)
     assert store.ping() is True
     assert anyio.run(AsyncStore(down).ping) is False
+
+
+def test_calls_wait_their_turn_as_coroutines_not_threads(store: RunStore) -> None:
+    """SQLite serves one call at a time: 30 hops at once, over two AsyncStores of
+    the one store (the service builds several), run one after another; the rest
+    wait on the event loop, not as threads blocked on the write lock."""
+    assert store.parallel_calls == 1
+    lock = threading.Lock()
+    running: list[int] = [0]
+    most: list[int] = [0]
+    real_ping = store.ping
+
+    def ping() -> bool:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.002)
+        with lock:
+            running[0] -= 1
+        return real_ping()
+
+    store.ping = ping  # type: ignore[method-assign]
+    dbs = [AsyncStore(store), AsyncStore(store)]
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(30):
+                tg.start_soon(dbs[i % 2].ping)
+
+    anyio.run(main)
+    assert most[0] == 1
+
+
+def test_a_postgresql_store_takes_as_many_calls_as_its_pool_holds() -> None:
+    url = "postgresql://bot@127.0.0.1:1/none"  # engines connect lazily: never here
+    sized = RunStore.from_url(url, pool_size=12, max_overflow=3)
+    unbounded = RunStore.from_url(url, pool_size=5, max_overflow=-1)
+    try:
+        assert sized.parallel_calls == 15
+        assert unbounded.parallel_calls == UNBOUNDED_POOL_CALLS
+    finally:
+        sized.dispose()
+        unbounded.dispose()
