@@ -9,6 +9,7 @@ from typing import Any, ParamSpec, TypeVar
 from weakref import WeakKeyDictionary
 
 import anyio
+import anyio.lowlevel
 from anyio.lowlevel import RunVar
 
 A = TypeVar("A")
@@ -36,11 +37,18 @@ def _limiter(store: object) -> anyio.CapacityLimiter | None:
 
 
 async def store_call(store: object, query: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """``query`` (a method of ``store``) in a worker thread, once the store has
-    room: at most ``store.parallel_calls`` at once (SQLite's one writer, a
-    PostgreSQL pool's connections), the rest waiting here as coroutines. Hundreds
-    of threads blocked on the store's write lock or its pool would cost the event
-    loop its GIL at every turn (docs/architecture.md, ``bot/store/``)."""
+    """``query`` (a method of ``store``), awaited (docs/architecture.md, ``bot/store/``).
+
+    A local store (SQLite: ``store.local``) runs it right here, on the event loop:
+    its calls take a millisecond or two and go one at a time to its one writer, so
+    a thread would only add a hop and a GIL handoff each way (under load, the
+    calls queued behind one another for the GIL longer than they ran). Any other
+    store runs it in a worker thread, at most ``store.parallel_calls`` at once (a
+    PostgreSQL pool's connections), the rest waiting here as coroutines, not as
+    threads blocked on the pool."""
+    if getattr(store, "local", False) is True:
+        await anyio.lowlevel.checkpoint()  # as a thread hop would, let others run first
+        return query(*args, **kwargs)
     call = functools.partial(query, *args, **kwargs)
     return await anyio.to_thread.run_sync(call, limiter=_limiter(store))
 

@@ -1,12 +1,12 @@
 """AsyncStore: the store for async code, ``await db.x(…)`` for ``store.x(…)``.
 
-The store is synchronous (SQLAlchemy Core, one short transaction a call); on the
-event loop, a call's round trip would hold up every other run and delivery. Each
-method here runs its ``RunStore`` namesake in a worker thread, with the same
+The store is synchronous (SQLAlchemy Core, one short transaction a call). Each
+method here runs its ``RunStore`` namesake through ``bot.aio.store_call``: a
+PostgreSQL call in a worker thread (its round trip would hold up every other
+run and delivery on the event loop), at most as many at once as the pool holds;
+a SQLite call on the event loop, where it costs less than the hop. Same
 arguments and result types (a ``_Hop`` descriptor keeps the signature for mypy).
-A test checks that every public query of the store has its hop here.
-Each store takes as many calls at once as it can serve (``bot.aio.store_call``).
-"""
+A test checks that every public query of the store has its hop here."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ SYNC_ONLY = frozenset({"alembic_config", "dispose", "from_url", "migrate"})
 
 
 class _Hop(Generic[P, T]):
-    """A ``RunStore`` method as a coroutine function run in a worker thread."""
+    """A ``RunStore`` method as a coroutine function (``store_call``)."""
 
     def __init__(self, method: Callable[Concatenate[RunStore, P], T]) -> None:
         self.method = method  # for the signature; the call looks the name up

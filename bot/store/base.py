@@ -45,6 +45,12 @@ class StoreBase:
         )
 
     @property
+    def local(self) -> bool:
+        """A file on this machine (SQLite): async callers run its calls on the
+        event loop (``bot.aio.store_call``)."""
+        return self._dialect == "sqlite"
+
+    @property
     def parallel_calls(self) -> int:
         """How many calls the store serves at once: SQLite writes one at a time
         (and its reads are short), PostgreSQL as many as its pool holds."""

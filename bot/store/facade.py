@@ -4,7 +4,8 @@ pacing) on the shared base in ``bot/store/base.py``.
 
 Synchronous SQLAlchemy Core over SQLite (embedded default) or PostgreSQL
 (scale-out). Every method is one short transaction and is safe to call from
-several threads (the async worker calls it through ``asyncio.to_thread``).
+several threads (async code awaits it through ``bot.aio.store_call``: in a
+worker thread, or on the event loop for SQLite).
 Times come from the injected ``clock`` so tests can expire leases without
 sleeping. Database failures surface as :class:`bot.errors.StoreError`.
 """
