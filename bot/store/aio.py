@@ -42,10 +42,9 @@ class _Hop(Generic[P, T]):
     ) -> _Hop[P, T] | Callable[P, Awaitable[T]]:
         if db is None:
             return self
-        # Looked up on the store itself: a subclass's or a patched method is the one run.
-        bound: Callable[P, T] = getattr(db.sync, self.name)
-
         store = db.sync
+        # Looked up on the store itself: a subclass's or a patched method is the one run.
+        bound: Callable[P, T] = getattr(store, self.name)
 
         async def hop(*args: P.args, **kwargs: P.kwargs) -> T:
             return await store_call(store, bound, *args, **kwargs)
