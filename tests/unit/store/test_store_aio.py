@@ -105,7 +105,7 @@ def test_a_pooled_stores_calls_wait_their_turn_as_coroutines(store: RunStore) ->
         with lock:
             running[0] += 1
             most[0] = max(most[0], running[0])
-        time.sleep(0.002)
+        time.sleep(0.01)  # long enough that the two threads overlap
         with lock:
             running[0] -= 1
         return real_ping()
