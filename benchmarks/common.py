@@ -10,6 +10,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -53,6 +54,46 @@ def process_cpu_seconds(pid: int) -> float | None:
     # Fields after the parenthesised command name; utime and stime are 14th and 15th.
     fields = stat.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def slowed(pids: Sequence[int], factor: float, period_s: float = 0.01) -> Iterator[None]:
+    """Run the processes ``pids`` as if on a machine ``factor`` times slower:
+    every ``period_s`` they may run for ``period_s / factor`` and are stopped
+    (SIGSTOP) for the rest, so each gets at most 1/``factor`` of a core's time
+    while the fakes and the load generator (stand-ins for GitHub, the model
+    providers and the senders, which are elsewhere) keep full speed. A CPU quota
+    (cgroups) would do the same, but needs root and a cgroup mount; signals work
+    for any process of the same user. ``factor`` 1 changes nothing."""
+    if factor <= 1:
+        yield
+        return
+    run_s = period_s / factor
+    stop = threading.Event()
+
+    def signal_all(sig: signal.Signals) -> None:
+        for pid in pids:
+            with suppress(ProcessLookupError):
+                os.kill(pid, sig)
+
+    def duty_cycle() -> None:
+        try:
+            while not stop.is_set():
+                time.sleep(run_s)
+                signal_all(signal.SIGSTOP)
+                time.sleep(period_s - run_s)
+                signal_all(signal.SIGCONT)
+        finally:
+            signal_all(signal.SIGCONT)
+
+    thread = threading.Thread(target=duty_cycle, name="slowed", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        signal_all(signal.SIGCONT)
 
 
 def _tail(path: Path, lines: int = 30) -> str:

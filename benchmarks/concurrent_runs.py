@@ -64,10 +64,10 @@ import httpx
 import pytest
 
 from benchmarks._support_models import model_server_process, verdict
-from benchmarks.common import print_table, process_cpu_seconds
+from benchmarks.common import print_table, process_cpu_seconds, slowed
 from bot.github.webhooks import sign
 from bot.store import RunStore
-from bot.transport import ShardedTransport
+from bot.transport import AiohttpTransport
 from testkit.fakes.github_server import CONTENT_LIMITS, CONTENT_METHODS, FakeGitHub, RecordedRequest
 from testkit.fakes.model_server import FakeModelServer
 from testkit.harness.postgres import fresh_pg_database
@@ -157,7 +157,7 @@ def command_body(
 async def post_all(url: str, bodies: list[bytes]) -> None:
     """All deliveries at once, as a burst of webhooks would arrive. The client's
     CPU is this box's too (GitHub's senders are elsewhere): the requests are
-    signed first, and sent on sharded pools (``bot.transport``), as one httpx
+    signed first, and sent over aiohttp's pool (``bot.transport``): httpx's own
     pool scans every connection for every queued request (for 200 at once, more
     CPU than the service spent receiving them)."""
     requests = [
@@ -172,7 +172,7 @@ async def post_all(url: str, bodies: list[bytes]) -> None:
         )
         for body in bodies
     ]
-    transport = ShardedTransport(min(len(bodies), 64))
+    transport = AiohttpTransport()
     async with httpx.AsyncClient(timeout=60, transport=transport) as client:
 
         async def one(body: bytes, headers: dict[str, str]) -> None:
@@ -301,7 +301,13 @@ def wait_finished(
 
 
 def measure(
-    topology: str, tmp: Path, models_url: str, n: int, timeout_s: float, pg_url: str | None
+    topology: str,
+    tmp: Path,
+    models_url: str,
+    n: int,
+    timeout_s: float,
+    pg_url: str | None,
+    slower: float = 1.0,
 ) -> Measured:
     private, public = rsa_keypair()
     with (
@@ -310,7 +316,7 @@ def measure(
     ):
         bench_env(h)
         deployment = serve_deployment(h) if pg_url is None else pg_deployment(h, pg_url, workers=2)
-        with deployment as dep:
+        with deployment as dep, slowed(list(dep.pids.values()), slower):
             next_index = 0
 
             def run_batch(count: int) -> float:
@@ -348,18 +354,20 @@ def measure(
     return Measured(n, makespan, states, warm, baseline, peak, cpu, runs_by)
 
 
-def serve_part(models_url: str, sizes: Sequence[int], latency: float, timeout_s: float) -> int:
+def serve_part(
+    models_url: str, sizes: Sequence[int], latency: float, timeout_s: float, slower: float
+) -> int:
     results: list[Measured] = []
     for n in sizes:
         with tempfile.TemporaryDirectory(prefix=f"bench-concurrent-{n}-") as tmp:
-            results.append(measure("serve", Path(tmp), models_url, n, timeout_s, None))
+            results.append(measure("serve", Path(tmp), models_url, n, timeout_s, None, slower))
 
     wall1 = results[0].makespan_s
     print(
         f"{ROUNDS}-round debates, 2 auto-picked personas, never converging; model delay "
         f"L = {latency * 1000:.0f} ms (fake server in its own process); one `serve` "
         "process with SQLite, each debate on its own installation; GitHub write pacing "
-        "1 s per installation (the default)"
+        f"1 s per installation (the default){slowed_text(slower)}"
     )
     rows = []
     for m in results:
@@ -400,14 +408,14 @@ def size_cells(m: Measured, wall1: float) -> list[str]:
     ]
 
 
-def pg_part(models_url: str, n: int, latency: float, timeout_s: float) -> int:
+def pg_part(models_url: str, n: int, latency: float, timeout_s: float, slower: float) -> int:
     results: list[Measured] = []
     for size in [1, n] if n != 1 else [1]:
         with (
             tempfile.TemporaryDirectory(prefix=f"bench-concurrent-pg-{size}-") as tmp,
             fresh_pg_database("bench_concurrent") as pg_url,
         ):
-            results.append(measure("pg", Path(tmp), models_url, size, timeout_s, pg_url))
+            results.append(measure("pg", Path(tmp), models_url, size, timeout_s, pg_url, slower))
 
     wall1 = results[0].makespan_s
     print(
@@ -415,7 +423,7 @@ def pg_part(models_url: str, n: int, latency: float, timeout_s: float) -> int:
         f"L = {latency * 1000:.0f} ms; one `web` + two `worker` processes on PostgreSQL, "
         "each debate on its own installation; GitHub write pacing 1 s per installation "
         "(the default), shared through the database. RSS: both workers summed; CPU: "
-        "share of one core over the makespan ('fake GitHub' is this process)"
+        f"share of one core over the makespan ('fake GitHub' is this process){slowed_text(slower)}"
     )
     procs = ["web", "worker0", "worker1", "fake GitHub"]
     rows = []
@@ -443,6 +451,15 @@ def pg_part(models_url: str, n: int, latency: float, timeout_s: float) -> int:
     )
     print_verdicts(results, wall1, "PG ")
     return 0
+
+
+def slowed_text(slower: float) -> str:
+    if slower <= 1:
+        return ""
+    return (
+        f"; the bot's processes slowed {slower:g}× (each runs 1/{slower:g} of the time), "
+        "as on a machine that much slower"
+    )
 
 
 def runs_text(states: dict[str, int]) -> str:
@@ -708,6 +725,13 @@ def main(argv: list[str]) -> int:
         default=3600.0,
         help="seconds to wait for the one-installation debates (the bot paces itself)",
     )
+    parser.add_argument(
+        "--slower",
+        type=float,
+        default=1.0,
+        help="run the bot's processes K times slower (stopped for all but 1/K of every "
+        "10 ms), as on a slower machine; the fakes keep full speed",
+    )
     args = parser.parse_args(argv)
     sizes = (
         [int(x) for x in args.sizes.split(",")]
@@ -728,9 +752,14 @@ def main(argv: list[str]) -> int:
         for part in parts:
             try:
                 if part == "serve":
-                    status = max(status, serve_part(models_url, sizes, args.latency, args.timeout))
+                    status = max(
+                        status,
+                        serve_part(models_url, sizes, args.latency, args.timeout, args.slower),
+                    )
                 elif part == "pg":
-                    status = max(status, pg_part(models_url, pg_n, args.latency, args.timeout))
+                    status = max(
+                        status, pg_part(models_url, pg_n, args.latency, args.timeout, args.slower)
+                    )
                 else:
                     status = max(
                         status, one_installation_part(models_url, args.latency, args.one_timeout)

@@ -1,39 +1,147 @@
-"""HTTP connection pools for the many calls a worker keeps in flight."""
+"""HTTP transport and client for the many GitHub and model calls a worker keeps
+in flight (docs/architecture.md)."""
 
 from __future__ import annotations
 
-import itertools
+import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import httpx
 
-SHARD_CONNECTIONS = 8
+KEEPALIVE_S = 5.0  # httpx's default keep-alive expiry
+READ_CHUNK = 64 * 1024
+# aiohttp's defaults (8,190 bytes a header line) are tighter than h11's; an API
+# answer's Link or Content-Security-Policy header must never fail a call.
+MAX_HEADER_BYTES = 64 * 1024
 
 
-class ShardedTransport(httpx.AsyncBaseTransport):
-    """Connection pools of at most ``SHARD_CONNECTIONS`` each, requests dealt
-    round-robin, every connection kept alive for reuse. httpcore's pool scans
-    every connection for every queued request each time one starts or ends
-    (a socket check apiece): with hundreds of calls in flight on one pool, that
-    scan was most of the worker's CPU."""
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """httpx requests sent over aiohttp's connection pool.
 
-    def __init__(self, in_flight: int) -> None:
-        shards = max(1, -(-in_flight // SHARD_CONNECTIONS))
-        size = -(-in_flight // shards)
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=size)
-        # One TLS context for all (each holds the CA bundle: ~1 MB apiece).
-        tls = httpx.create_ssl_context()
-        self._shards = [
-            httpx.AsyncHTTPTransport(verify=tls, limits=limits, retries=0) for _ in range(shards)
-        ]
-        self._next = itertools.cycle(self._shards)
+    httpx stays the client everything is written against (githubkit, the model
+    providers, timeouts, redirects, decoding); only the wire moves. httpcore
+    runs every socket operation and pool lock through anyio on asyncio, which
+    cost ~1 ms of CPU a request, a third of a busy worker's CPU; aiohttp's
+    C-accelerated client costs about a quarter of that (benchmarks/http_client.py).
+    The pool is unbounded (what bounds calls in flight is the worker's run
+    slots and the providers' gates) and keeps every connection alive
+    ``KEEPALIVE_S``.
+
+    Errors come back as httpx's, mapped by whether the request may have reached
+    the server: only ``ConnectError`` / ``ConnectTimeout`` say it did not, and
+    callers replay a non-idempotent request only then (bot/github/session.py).
+    Proxies configured in the environment stay httpx's: it mounts its own
+    transports for proxied URLs, and this one sees only direct requests.
+    """
+
+    def __init__(self, *, keepalive_s: float = KEEPALIVE_S) -> None:
+        self._keepalive_s = keepalive_s
+        self._tls = httpx.create_ssl_context()  # certifi, SSL_CERT_FILE: as httpx verifies
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _session_here(self) -> aiohttp.ClientSession:
+        """The pool of the running event loop, opened on first use (aiohttp
+        binds a session to the loop it was opened in)."""
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            if self._session is not None and not self._session.closed:
+                # A loop that is gone took its sockets with it.
+                self._session.detach()
+            connector = aiohttp.TCPConnector(
+                limit=0, keepalive_timeout=self._keepalive_s, ssl=self._tls
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),  # httpx's client keeps cookies
+                auto_decompress=False,  # httpx decodes by Content-Encoding
+                max_line_size=MAX_HEADER_BYTES,
+                max_field_size=MAX_HEADER_BYTES,
+            )
+            self._loop = loop
+        return self._session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await next(self._next).handle_async_request(request)
+        session = self._session_here()
+        timeout = request.extensions.get("timeout", {})
+        body = await request.aread()
+        try:
+            response = await session.request(
+                request.method,
+                str(request.url),
+                headers=request.headers.multi_items(),
+                data=body or None,
+                allow_redirects=False,  # httpx follows redirects itself
+                timeout=aiohttp.ClientTimeout(
+                    connect=timeout.get("pool"),
+                    sock_connect=timeout.get("connect"),
+                    sock_read=timeout.get("read"),
+                ),
+            )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise _httpx_error(exc, request) from exc
+        version = response.version
+        return httpx.Response(
+            status_code=response.status,
+            headers=list(response.raw_headers),
+            stream=_Body(response, request),
+            request=request,
+            extensions={
+                "http_version": f"HTTP/{version.major}.{version.minor}".encode()
+                if version
+                else b"HTTP/1.1",
+                "reason_phrase": (response.reason or "").encode(),
+            },
+        )
 
     async def aclose(self) -> None:
-        for shard in self._shards:
-            await shard.aclose()
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+
+class _Body(httpx.AsyncByteStream):
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
+        self._response = response
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._response.content.iter_chunked(READ_CHUNK):
+                yield chunk
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise _httpx_error(exc, self._request) from exc
+
+    async def aclose(self) -> None:
+        # Back to the pool when the body was read to its end, else closed.
+        self._response.release()
+
+
+def _httpx_error(exc: BaseException, request: httpx.Request) -> httpx.TransportError:
+    """httpx's error for an aiohttp failure. The first matching row decides: a
+    connect timeout is a ``ServerTimeoutError`` too, and a proxy failure a
+    connector error."""
+    message = str(exc) or type(exc).__name__
+    kind: type[httpx.TransportError]
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        kind = httpx.ConnectTimeout  # no connection: the request was not sent
+    elif isinstance(exc, TimeoutError):  # aiohttp's read timeouts are TimeoutErrors
+        kind = httpx.ReadTimeout
+    elif isinstance(exc, aiohttp.ClientProxyConnectionError):
+        kind = httpx.ProxyError
+    elif isinstance(exc, aiohttp.ClientConnectorError):
+        kind = httpx.ConnectError  # refused, DNS, TLS handshake: not sent
+    elif isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientResponseError):
+        kind = httpx.RemoteProtocolError  # closed or garbled after sending: maybe seen
+    elif isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ClientOSError | ConnectionError):
+        kind = httpx.ReadError
+    elif isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError):
+        kind = httpx.UnsupportedProtocol
+    else:
+        kind = httpx.RemoteProtocolError
+    return kind(message, request=request)
 
 
 class _SetCookies(httpx.Cookies):

@@ -60,7 +60,7 @@ from bot.github.auth import InstallationToken, TokenCache
 from bot.github.pacing import SharedSlots, WritePacer, spacing
 from bot.github.retry import decide, rate_limit_wait
 from bot.logs import get_logger
-from bot.transport import LeanAsyncClient, ShardedTransport
+from bot.transport import AiohttpTransport, LeanAsyncClient
 
 log = get_logger(__name__)
 
@@ -268,10 +268,9 @@ class GitHubSession:
         self._on_request = on_request
         self._max_attempts = max(1, max_attempts)
         # An injected transport is owned from here on: ``aclose`` closes it. Every
-        # run and every intake slot may have a call in flight, each kept alive
-        # (httpx's default keeps 20, so a busy worker redid TLS handshakes).
-        in_flight = settings.worker_concurrency + settings.intake_concurrency
-        self._transport = _SharedTransport(transport or ShardedTransport(in_flight))
+        # run and every intake slot may have a call in flight, each connection kept
+        # alive (httpx's default pool keeps 20, so a busy worker redid TLS handshakes).
+        self._transport = _SharedTransport(transport or AiohttpTransport())
         common: dict[str, Any] = {
             "base_url": self.api_url,
             "user_agent": "debate-bot",

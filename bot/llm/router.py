@@ -30,12 +30,11 @@ from bot.llm.pricing import load_price_book
 from bot.llm.retry import RetryPolicy
 from bot.llm.scripted import ReplyScript, ScriptedProvider
 from bot.logs import get_logger
-from bot.transport import LeanAsyncClient, ShardedTransport
+from bot.transport import AiohttpTransport, LeanAsyncClient
 
 log = get_logger(__name__)
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
-KEPT_ALIVE = 512
 # Served by whatever OpenAI-compatible server OPENAI_BASE_URL points at.
 OPENAI_COMPATIBLE_ALIASES = ("ollama",)
 
@@ -60,18 +59,12 @@ class ModelRouter:
         # Every call is priced here, by the deployment's book, whatever the provider.
         self.prices = load_price_book(settings.prices_file, settings.unknown_price)
         # One client for every provider; timeouts are per request. The providers'
-        # gates bound the calls in flight, not httpx's default pool of 100
-        # connections (a hundred runs of two personas would queue behind it).
+        # gates bound the calls in flight, not the connection pool (unbounded).
         # A provider's gate (bot/llm/gate.py) is held per HTTP attempt, not across
         # backoff waits; `provider_concurrency` sets its ceiling by name.
         limits = _provider_limits(settings)
-        # Connections kept alive: the ceilings' sum, up to KEPT_ALIVE (each shard
-        # of the transport costs a little at start; beyond it, calls still go,
-        # on connections opened for them).
-        in_flight = min(sum(limits.values()), KEPT_ALIVE)
         self._client = LeanAsyncClient(
-            transport=transport or ShardedTransport(in_flight),
-            timeout=policy.timeout_s,
+            transport=transport or AiohttpTransport(), timeout=policy.timeout_s
         )
         self._providers: dict[str, Provider] = {}
         available = {"scripted"}
