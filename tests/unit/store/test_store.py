@@ -9,6 +9,7 @@ in CI (CI=true) and are skipped locally.
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import uuid
 from dataclasses import replace
@@ -31,7 +32,14 @@ from bot.debate.types import (
     TurnKey,
     Usage,
 )
-from bot.errors import ActiveRunExists, CodecError, QuotaSpent, RunNotFound, StoreError
+from bot.errors import (
+    ActiveRunExists,
+    CodecError,
+    QuotaSpent,
+    RunNotFound,
+    StoreError,
+    StoreUnavailable,
+)
 from bot.runner.admission import Limits, Quota
 from bot.store import (
     CommentRecord,
@@ -40,6 +48,7 @@ from bot.store import (
     spec_from_json,
     spec_to_json,
 )
+from bot.store import engine as engine_module
 from bot.store.engine import create_engine, normalize_url
 from bot.store.schema import metadata, runs
 from bot.store.trigger import (
@@ -181,6 +190,29 @@ def test_sqlite_connection_settings(tmp_path):
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one() >= 1000
+    store.dispose()
+
+
+def test_a_sqlite_write_waits_out_another_writer_then_reports_an_outage(tmp_path, monkeypatch):
+    """Writers begin IMMEDIATE (the write lock up front), readers a deferred BEGIN:
+    while another process holds the write lock, reads go on, and a write waits the
+    busy timeout, then fails as an outage (waited out by the caller), not a crash."""
+    monkeypatch.setattr(engine_module, "SQLITE_BUSY_TIMEOUT_MS", 200)
+    path = tmp_path / "locked.db"
+    store = RunStore.from_url(f"sqlite:///{path}")
+    store.migrate()
+    new_run(store, issue=1)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        assert sum(store.counts_by_state().values()) == 1  # a reader is not blocked
+        with pytest.raises(StoreUnavailable, match="create_run failed: OperationalError"):
+            new_run(store, issue=2)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    new_run(store, issue=2)  # the lock released, the same store writes again
+    assert sum(store.counts_by_state().values()) == 2
     store.dispose()
 
 
