@@ -156,7 +156,9 @@ class _SetCookies(httpx.Cookies):
 
 
 class LeanAsyncClient(httpx.AsyncClient):
-    """``httpx.AsyncClient`` with the cookie jar above; otherwise the same."""
+    """``httpx.AsyncClient`` with the cookie jar above (``jar``); otherwise the same."""
+
+    jar: type[httpx.Cookies] = _SetCookies
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -168,4 +170,4 @@ class LeanAsyncClient(httpx.AsyncClient):
 
     @cookies.setter
     def cookies(self, cookies: Any) -> None:
-        self._cookies = _SetCookies(cookies)
+        self._cookies = self.jar(cookies)

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -180,18 +181,41 @@ class _SharedTransport(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+class _NoCookies(httpx.Cookies):
+    """A jar that keeps nothing: one client serves every installation, and no
+    cookie may pass from one's answers into another's requests."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        return None
+
+
+class _CookielessClient(LeanAsyncClient):
+    jar = _NoCookies
+
+
 class _GitHub(GitHub[Any]):
-    """githubkit's client, its per-request httpx clients lean on cookies
-    (``LeanAsyncClient``): an API answer sets none."""
+    """githubkit's client, with one httpx client for all its requests: outside
+    ``async with`` githubkit builds and closes a client per request, which cost
+    a seventh of a GitHub call's CPU. The transport is shared and outlives them
+    anyway (``_SharedTransport``); the client keeps no cookies, as a client
+    built per request kept none past its request."""
+
+    _client: httpx.AsyncClient | None = None
 
     async def _create_async_client(self) -> httpx.AsyncClient:
         if self.config.http_cache:  # never set here; githubkit's own cache client
             return await super()._create_async_client()
-        return LeanAsyncClient(
+        return _CookielessClient(
             **self._get_client_defaults(),
             transport=self.config.async_transport,
             event_hooks=self.config.async_event_hooks,
         )
+
+    @asynccontextmanager
+    async def get_async_client(self) -> AsyncGenerator[httpx.AsyncClient, None]:
+        if self._client is None:
+            self._client = await self._create_async_client()
+        yield self._client
 
 
 class _Retry(Exception):

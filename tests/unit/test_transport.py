@@ -79,6 +79,25 @@ def test_the_github_session_and_the_model_router_use_it(app_keys: tuple[str, str
     assert isinstance(ModelRouter(settings)._client._transport, AiohttpTransport)
 
 
+def test_githubkit_reuses_one_client_that_keeps_no_cookie(app_keys: tuple[str, str]) -> None:
+    """githubkit would build an httpx client per request; ours is built once per
+    githubkit instance, and since it serves every installation, a cookie one
+    answer sets is never sent with another request."""
+    settings = Settings(_env_file=None, app_id=1, private_key=SecretStr(app_keys[0]))
+    gateway = GitHubGateway(settings, transport=httpx.MockTransport(answer))
+
+    async def go() -> tuple[bool, object, dict[str, str]]:
+        async with gateway.gh.get_async_client() as first:
+            await first.get("/login")
+        async with gateway.gh.get_async_client() as second:
+            sent = (await second.get("/data")).json()
+        await gateway.aclose()
+        return first is second, sent, dict(second.cookies)
+
+    same, sent, jar = anyio.run(go)
+    assert same and sent == {"cookie": None} and jar == {}
+
+
 # -- the transport on the wire ---------------------------------------------------
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
