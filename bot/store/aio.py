@@ -96,6 +96,7 @@ class AsyncStore:
     load_steps = _Hop(RunStore.load_steps)
     # comments
     comment_id = _Hop(RunStore.comment_id)
+    run_comments = _Hop(RunStore.run_comments)
     record_comment = _Hop(RunStore.record_comment)
     # installations
     installation_state = _Hop(RunStore.installation_state)

@@ -23,6 +23,10 @@ _COMMENT_ID = sa.select(comments.c.comment_id, comments.c.kind, comments.c.body_
     comments.c.run_id == sa.bindparam("c_run_id"), comments.c.marker == sa.bindparam("c_marker")
 )
 
+_RUN_COMMENTS = sa.select(
+    comments.c.marker, comments.c.comment_id, comments.c.kind, comments.c.body_sha256
+).where(comments.c.run_id == sa.bindparam("c_run_id"))
+
 
 class CommentQueries(StoreBase):
     def comment_id(self, run_id: str, marker: str) -> CommentRecord | None:
@@ -31,6 +35,15 @@ class CommentQueries(StoreBase):
         if row is None:
             return None
         return CommentRecord(int(row[0]), cast(CommentKind, row[1]), row[2])
+
+    def run_comments(self, run_id: str) -> dict[str, CommentRecord]:
+        """Every comment recorded for a run, by marker (a run's publisher reads
+        them once, then keeps its own copy)."""
+        with self._read("run_comments") as conn:
+            rows = conn.execute(_RUN_COMMENTS, {"c_run_id": run_id}).all()
+        return {
+            row[0]: CommentRecord(int(row[1]), cast(CommentKind, row[2]), row[3]) for row in rows
+        }
 
     def record_comment(
         self, run_id: str, marker: str, comment_id: int, kind: CommentKind, body_sha256: str

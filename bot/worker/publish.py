@@ -19,7 +19,7 @@ import anyio
 from bot.errors import GitHubError
 from bot.github.gateway import InstallationClient
 from bot.github.markers import parse_marker, split_body
-from bot.store import RunStore
+from bot.store import CommentRecord, RunStore
 from bot.store.aio import AsyncStore
 
 CREATE_ATTEMPTS = 3
@@ -52,6 +52,8 @@ class Publisher:
     resumed: bool = False  # a previous attempt may have posted without recording
     _listed: dict[str, int] | None = field(default=None, init=False)
     _db: AsyncStore | None = field(default=None, init=False)
+    _recorded: dict[str, CommentRecord] | None = field(default=None, init=False)
+    _loading: anyio.Lock = field(default_factory=anyio.Lock, init=False)
 
     def __post_init__(self) -> None:
         self._db = AsyncStore(self.store) if self.store is not None else None
@@ -75,6 +77,15 @@ class Publisher:
             self._listed = listed
         return self._listed.get(marker_line)
 
+    async def _record(self, db: AsyncStore, marker_line: str) -> CommentRecord | None:
+        """What the store holds for ``marker_line``. The run's records are read
+        once: one driver holds the run (its lease) and posts every comment of it
+        through this publisher, which keeps its copy whole from then on."""
+        async with self._loading:
+            if self._recorded is None:
+                self._recorded = await db.run_comments(self.run_id)
+        return self._recorded.get(marker_line)
+
     async def upsert(self, kind: MarkerKind, body: str, *, round: int | None = None) -> int:
         """Post or edit the comment(s) for ``kind``; returns the first comment's id."""
         parts = split_body(kind, self.run_id, body, round=round)  # sanitizes
@@ -90,7 +101,7 @@ class Publisher:
                     await self._update(existing, part)
                 first_id = first_id or existing
                 continue
-            record = await self._db.comment_id(self.run_id, marker_line)
+            record = await self._record(self._db, marker_line)
             comment_id = record.comment_id if record is not None else None
             if record is not None and record.body_sha256 == digest:
                 first_id = first_id or record.comment_id
@@ -108,6 +119,8 @@ class Publisher:
                 self.thread.kind,
                 digest,
             )
+            assert self._recorded is not None  # read by _record above
+            self._recorded[marker_line] = CommentRecord(comment_id, self.thread.kind, digest)
             first_id = first_id or comment_id
         return first_id
 

@@ -849,6 +849,11 @@ def test_comment_records(store, clock):
     assert store.comment_id(a.id, "round-1") == CommentRecord(1001, "issue", "aa" * 32)
     assert store.comment_id(a.id, "final") == (2**40, "review", "bb" * 32)
     assert store.comment_id(b.id, "round-1") is None
+    assert store.run_comments(a.id) == {
+        "round-1": CommentRecord(1001, "issue", "aa" * 32),
+        "final": CommentRecord(2**40, "review", "bb" * 32),
+    }
+    assert store.run_comments(b.id) == {}
 
     clock.advance(10)
     store.record_comment(a.id, "round-1", 1002, "issue", "cc" * 32)  # re-posted: updated

@@ -53,6 +53,36 @@ async def test_rerender_edits_instead_of_duplicating(world) -> None:
     assert len(bodies) == 1 and bodies[0].endswith("Round one, edited")
 
 
+async def test_a_run_s_comment_records_are_read_once_then_kept(world, monkeypatch) -> None:
+    """Every comment the bot posts was looked up first; the publisher of a run
+    reads the run's records once and keeps them current itself, so a debate's
+    round digests cost one store read, not one each."""
+    github, settings, store, number = world
+    reads: list[str] = []
+    for name in ("run_comments", "comment_id"):
+        real = getattr(store, name)
+        monkeypatch.setattr(
+            store, name, lambda *a, _real=real, _name=name: reads.append(_name) or _real(*a)
+        )
+    async with GitHubGateway(settings) as gateway:
+        gh = await gateway.installation(INSTALLATION)
+        pub = Publisher(gh, store, "run1", Thread(REPO, number))
+        existing = github.add_comment(REPO, number, "placeholder", user="debate-bot[bot]")
+        store.record_comment(
+            "run1", "<!-- debate-bot:round run=run1 round=1 -->", existing, "issue", "0"
+        )
+        first = await pub.upsert("round", "Round one", round=1)  # recorded before: edited
+        second = await pub.upsert("round", "Round two", round=2)  # new: created
+        assert await pub.upsert("round", "Round two", round=2) == second  # unchanged: no write
+        await pub.upsert("round", "Round two, edited", round=2)  # edited, from its own record
+    assert first == existing and second != existing
+    assert reads == ["run_comments"]
+    created = github.count("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments")
+    assert (created, github.count("PATCH")) == (1, 2)
+    bodies = [c["body"].split("\n", 1)[1] for c in github.comments(REPO, number)]
+    assert bodies == ["Round one", "Round two, edited"]
+
+
 async def test_resumed_run_finds_comment_posted_but_not_recorded(world) -> None:
     github, settings, store, number = world
     marker = "<!-- debate-bot:verdict run=run2 -->"
