@@ -61,9 +61,12 @@ async def test_a_run_s_comment_records_are_read_once_then_kept(world, monkeypatc
     reads: list[str] = []
     for name in ("run_comments", "comment_id"):
         real = getattr(store, name)
-        monkeypatch.setattr(
-            store, name, lambda *a, _real=real, _name=name: reads.append(_name) or _real(*a)
-        )
+
+        def counted(*args: object, _real=real, _name=name) -> object:
+            reads.append(_name)
+            return _real(*args)
+
+        monkeypatch.setattr(store, name, counted)
     async with GitHubGateway(settings) as gateway:
         gh = await gateway.installation(INSTALLATION)
         pub = Publisher(gh, store, "run1", Thread(REPO, number))
