@@ -54,7 +54,7 @@ import httpx
 import sqlalchemy as sa
 
 from benchmarks._support_models import model_server_process, verdict
-from benchmarks.common import percentile, print_table
+from benchmarks.common import percentile, print_table, slowed
 from bot.config import Settings
 from bot.github.webhooks import sign
 from bot.store.engine import normalize_url
@@ -274,10 +274,17 @@ def start_pg(h: Harness, database_url: str) -> tuple[Service, list[Service]]:
 
 
 def measure(
-    topology: str, tmp: Path, models_url: str, n: int, timeout_s: float, pg_url: str | None
+    topology: str,
+    tmp: Path,
+    models_url: str,
+    n: int,
+    timeout_s: float,
+    pg_url: str | None,
+    slower: float = 1.0,
 ) -> Measured:
     """One topology on fresh processes: `serve` on SQLite, or (given ``pg_url``)
-    `web` + two `worker`s on that PostgreSQL database."""
+    `web` + two `worker`s on that PostgreSQL database; ``slower`` > 1 slows the
+    bot's processes as on a slower machine (``benchmarks.common.slowed``)."""
     private, public = rsa_keypair()
     with FakeGitHub(app_id=APP_ID, public_key_pem=public) as github:
         # Harness only reads the model server's two base URLs; the server itself
@@ -297,35 +304,39 @@ def measure(
                 h.service = svc
                 logs = [tmp / "web.log", *(tmp / f"worker{i}.log" for i in range(2))]
 
-            warm = [add_command(github, WARMUP)]  # code paths loaded, pools open
-            asyncio.run(post_all(svc.url, warm))
-            wait_for_eyes(github, warm, timeout_s, logs)
-
-            batch = [add_command(github, i) for i in range(WARMUP + 1, WARMUP + 1 + n)]
             procs = {
                 "web" if workers else "serve": svc,
                 **{f"worker{i}": w for i, w in enumerate(workers)},
             }
-            # Each process's event-loop thread (the main one), and the fake GitHub's.
-            threads = {
-                name: (p.proc.pid, p.proc.pid) for name, p in procs.items() if p.proc is not None
-            }
-            assert github._thread is not None and github._thread.native_id is not None
-            threads["fake GitHub"] = (os.getpid(), github._thread.native_id)
-            sched0 = {name: schedstat(*t) for name, t in threads.items()}
-            t0 = time.monotonic()
-            with ClaimSampler(database_url) as sampler:
-                asyncio.run(post_all(svc.url, batch))
-                seen = wait_for_eyes(github, batch, timeout_s, logs)
-            wall = time.monotonic() - t0
-            cpu = {
-                name: tuple(
-                    (b - a) / wall for a, b in zip(sched0[name], schedstat(*t), strict=True)
-                )
-                for name, t in threads.items()
-            }
-            requests = recorded(github)
-            stored, queued = stored_and_queued(database_url, batch)
+            pids = [p.proc.pid for p in procs.values() if p.proc is not None]
+            with slowed(pids, slower):
+                warm = [add_command(github, WARMUP)]  # code paths loaded, pools open
+                asyncio.run(post_all(svc.url, warm))
+                wait_for_eyes(github, warm, timeout_s, logs)
+
+                batch = [add_command(github, i) for i in range(WARMUP + 1, WARMUP + 1 + n)]
+                # Each process's event-loop thread (the main one), and the fake GitHub's.
+                threads = {
+                    name: (p.proc.pid, p.proc.pid)
+                    for name, p in procs.items()
+                    if p.proc is not None
+                }
+                assert github._thread is not None and github._thread.native_id is not None
+                threads["fake GitHub"] = (os.getpid(), github._thread.native_id)
+                sched0 = {name: schedstat(*t) for name, t in threads.items()}
+                t0 = time.monotonic()
+                with ClaimSampler(database_url) as sampler:
+                    asyncio.run(post_all(svc.url, batch))
+                    seen = wait_for_eyes(github, batch, timeout_s, logs)
+                wall = time.monotonic() - t0
+                cpu = {
+                    name: tuple(
+                        (b - a) / wall for a, b in zip(sched0[name], schedstat(*t), strict=True)
+                    )
+                    for name, t in threads.items()
+                }
+                requests = recorded(github)
+                stored, queued = stored_and_queued(database_url, batch)
         finally:
             # The debates are still running: only the eyes were wanted.
             h.stop()
@@ -376,6 +387,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--keep-logs", action="store_true", help="keep the services' logs (for a breakdown)"
     )
+    parser.add_argument(
+        "--slower",
+        type=float,
+        default=1.0,
+        help="run the bot's processes K times slower (stopped for all but 1/K of every "
+        "10 ms), as on a slower machine; the fakes keep full speed",
+    )
     args = parser.parse_args(argv)
     n = args.n if args.n is not None else 10 if args.quick else 50
     chosen = list(TOPOLOGIES) if args.topology == "all" else [args.topology]
@@ -386,12 +404,16 @@ def main(argv: list[str]) -> int:
         for topology in chosen:
             with scratch(f"bench-eyes-{topology}-", keep=args.keep_logs) as tmp:
                 if topology == "serve":
-                    results.append(measure(topology, Path(tmp), models_url, n, args.timeout, None))
+                    results.append(
+                        measure(topology, Path(tmp), models_url, n, args.timeout, None, args.slower)
+                    )
                     continue
                 try:
                     with fresh_pg_database("bench_eyes") as url:
                         results.append(
-                            measure(topology, Path(tmp), models_url, n, args.timeout, url)
+                            measure(
+                                topology, Path(tmp), models_url, n, args.timeout, url, args.slower
+                            )
                         )
                 except BaseException as exc:
                     # fresh_pg_database skips (pytest's Skipped, a BaseException)
@@ -409,6 +431,12 @@ def main(argv: list[str]) -> int:
         f"({_default('intake_concurrency')} and {_default('worker_concurrency')} per "
         f"worker process). Model delay L = {args.latency * 1000:.0f} ms (the debates run "
         "on after their eyes and are stopped)."
+        + (
+            f" The bot's processes slowed {args.slower:g}× (each runs 1/{args.slower:g} of "
+            "the time), as on a machine that much slower."
+            if args.slower > 1
+            else ""
+        )
     )
     print_table(
         "Eyes latency: 202 → `eyes` reaction (ms)",
