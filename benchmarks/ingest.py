@@ -30,6 +30,7 @@ from benchmarks.common import (
     ServerProcess,
     closed_loop,
     print_table,
+    slowed,
     uvicorn_server,
 )
 from bot.github.webhooks import SIGNATURE_HEADER, sign
@@ -150,9 +151,11 @@ def run_targets(
     rounds: int,
     concurrency: int,
     client_kind: str,
+    slower: float = 1.0,
 ) -> list[TargetRun]:
     """Serve every target at once (idle while another is measured), measure them
-    in turns, then redeliver the first delivery sent to each."""
+    in turns, then redeliver the first delivery sent to each; ``slower`` > 1 slows
+    every target's process alike (``benchmarks.common.slowed``)."""
     env = {SECRET_ENV: secret.decode(), DATABASE_ENV: database_url}
 
     async def drive(servers: dict[str, ServerProcess]) -> list[TargetRun]:
@@ -178,6 +181,7 @@ def run_targets(
             )
             for t in targets
         }
+        stack.enter_context(slowed([s.pid for s in servers.values()], slower))
         return asyncio.run(drive(servers))
 
 
@@ -201,9 +205,12 @@ def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-def report(bare: TargetRun, real: TargetRun, rows_in_db: int, concurrency: int) -> None:
+def report(
+    bare: TargetRun, real: TargetRun, rows_in_db: int, concurrency: int, slower: float = 1.0
+) -> None:
+    slowing = f", both servers slowed {slower:g}×" if slower > 1 else ""
     print_table(
-        f"Ingestion: {EVENT} deliveries, {concurrency} concurrent clients, loopback",
+        f"Ingestion: {EVENT} deliveries, {concurrency} concurrent clients, loopback{slowing}",
         [
             "target",
             "requests",
@@ -256,6 +263,13 @@ def main(argv: list[str]) -> int:
         default="h11",
         help="load generator; httpx saturates its own core first (see benchmarks.common)",
     )
+    parser.add_argument(
+        "--slower",
+        type=float,
+        default=1.0,
+        help="run both servers K times slower (stopped for all but 1/K of every 10 ms), "
+        "as on a slower machine; the load generator keeps full speed",
+    )
     args = parser.parse_args(argv)
     requests = args.requests or (500 if args.quick else 3000)
     warmup = args.warmup if args.warmup is not None else (100 if args.quick else 300)
@@ -280,11 +294,12 @@ def main(argv: list[str]) -> int:
                 rounds=rounds,
                 concurrency=args.concurrency,
                 client_kind=args.client,
+                slower=args.slower,
             )
             rows = sum(store.delivery_counts_by_state().values())
         finally:
             store.dispose()
-    report(bare, real, rows, args.concurrency)
+    report(bare, real, rows, args.concurrency, args.slower)
     return 0
 
 
