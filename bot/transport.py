@@ -10,7 +10,12 @@ from typing import Any
 import aiohttp
 import httpx
 
-KEEPALIVE_S = 5.0  # httpx's default keep-alive expiry
+# An idle connection is dropped after this long: under the shortest idle timeout
+# servers commonly keep (uvicorn's and Node's 5 s), so a request never goes out
+# on a connection the server is closing. httpcore polls the socket before reuse;
+# aiohttp learns of a close only when the event loop has read it, which a busy
+# loop can leave for a while, and a POST sent into that close is lost.
+KEEPALIVE_S = 4.0
 READ_CHUNK = 64 * 1024
 # aiohttp's defaults (8,190 bytes a header line) are tighter than h11's; an API
 # answer's Link or Content-Security-Policy header must never fail a call.
