@@ -37,8 +37,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     Errors come back as httpx's, mapped by whether the request may have reached
     the server: only ``ConnectError`` / ``ConnectTimeout`` say it did not, and
     callers replay a non-idempotent request only then (bot/github/session.py).
-    Proxies configured in the environment stay httpx's: it mounts its own
-    transports for proxied URLs, and this one sees only direct requests.
+    Connections are direct: httpx reads ``HTTPS_PROXY`` only for a client
+    without a transport of its own, which no client here has been (nor was
+    with httpcore's pools before this one).
     """
 
     def __init__(self, *, keepalive_s: float = KEEPALIVE_S) -> None:
