@@ -21,6 +21,21 @@ from bot.store.schema import (
     deliveries,
 )
 
+# Run for every delivery taken in: built once. ``d_back`` is 1 when the delivery
+# is handed back (that claim is not counted as an attempt).
+_FINISH_DELIVERY = (
+    sa.update(deliveries)
+    .where(deliveries.c.delivery_id == sa.bindparam("d_id"))
+    .values(
+        state=sa.bindparam("d_state", type_=deliveries.c.state.type),
+        error_class=sa.bindparam("d_error", type_=deliveries.c.error_class.type),
+        lease_owner=None,
+        lease_expires_at=None,
+        finished_at=sa.bindparam("d_finished", type_=deliveries.c.finished_at.type),
+        attempts=deliveries.c.attempts - sa.bindparam("d_back", type_=sa.Integer),
+    )
+)
+
 
 class DeliveryQueries(StoreBase):
     def record_delivery(
@@ -155,20 +170,19 @@ class DeliveryQueries(StoreBase):
         (a draining worker): that claim is not counted as an attempt."""
         if state not in DELIVERY_STATES:
             raise StoreError(f"unknown delivery state {state!r}")
+        handed_back = state == "pending"
         with self._write("finish_delivery") as conn:
             result = conn.execute(
-                sa.update(deliveries)
-                .where(deliveries.c.delivery_id == delivery_id)
-                .values(
-                    state=state,
-                    error_class=error_class,
-                    lease_owner=None,
-                    lease_expires_at=None,
-                    finished_at=None if state == "pending" else self._now(),
-                    attempts=deliveries.c.attempts - int(state == "pending"),
-                )
+                _FINISH_DELIVERY,
+                {
+                    "d_id": delivery_id,
+                    "d_state": state,
+                    "d_error": error_class,
+                    "d_finished": None if handed_back else self._now(),
+                    "d_back": int(handed_back),
+                },
             )
-            if state == "pending":  # handed back: another worker takes it at once
+            if handed_back:  # another worker takes it at once
                 notify_work(conn)
         return result.rowcount == 1
 

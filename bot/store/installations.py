@@ -18,6 +18,12 @@ from bot.store.schema import (
     runs,
 )
 
+# Read for every delivery taken in: built once (building and cache-keying a
+# statement cost about as much as running it on SQLite).
+_STATE = sa.select(installations.c.state).where(
+    installations.c.installation_id == sa.bindparam("i_id")
+)
+
 
 class InstallationQueries(StoreBase):
     def set_installation_state(self, installation_id: int, state: InstallationState) -> None:
@@ -28,11 +34,8 @@ class InstallationQueries(StoreBase):
         )
 
     def installation_state(self, installation_id: int) -> InstallationState:
-        i = installations.c
         with self._read("installation_state") as conn:
-            state = conn.execute(
-                sa.select(i.state).where(i.installation_id == installation_id)
-            ).scalar()
+            state = conn.execute(_STATE, {"i_id": installation_id}).scalar()
         return cast(InstallationState, state or "active")
 
     def end_installation_runs(

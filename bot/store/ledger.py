@@ -42,22 +42,24 @@ _REPO_LOCK_SPACE = 0x71756F74  # "quot"
 _INSTALLATION_LOCK_SPACE = 0x62756467  # "budg"
 
 
+# A run's spend, read when it ends: built once.
+_RUN_SPEND = sa.select(sa.func.coalesce(sa.func.sum(spend.c.cost_usd), 0.0), sa.func.count()).where(
+    spend.c.run_id == sa.bindparam("s_run")
+)
+_RUN_PRICED_BY = (
+    sa.select(spend.c.price_basis, spend.c.model)
+    .where(spend.c.run_id == sa.bindparam("s_run"), spend.c.price_basis != "list")
+    .distinct()
+)
+
+
 class LedgerQueries(StoreBase):
     # -- reading ---------------------------------------------------------------
 
     def run_spend(self, run_id: str) -> RunSpend:
-        s = spend.c
         with self._read("run_spend") as conn:
-            usd, calls = conn.execute(
-                sa.select(sa.func.coalesce(sa.func.sum(s.cost_usd), 0.0), sa.func.count()).where(
-                    s.run_id == run_id
-                )
-            ).one()
-            rows = conn.execute(
-                sa.select(s.price_basis, s.model)
-                .where(s.run_id == run_id, s.price_basis != "list")
-                .distinct()
-            ).all()
+            usd, calls = conn.execute(_RUN_SPEND, {"s_run": run_id}).one()
+            rows = conn.execute(_RUN_PRICED_BY, {"s_run": run_id}).all()
         assumed = tuple(sorted(m for b, m in rows if b == "assumed"))
         unknown = tuple(sorted(m for b, m in rows if b == "unknown"))
         return RunSpend(float(usd), int(calls), assumed, unknown)
@@ -285,8 +287,13 @@ def admitted_values(spec: DebateSpec, admitted: Admitted) -> dict[str, Any]:
 def count_runs(conn: Connection, repo: str, since: datetime, requested_by: str) -> tuple[int, int]:
     """Runs created at or after ``since`` in ``repo``: all of them, and those
     ``requested_by`` asked for. One query for both quotas."""
-    r = runs.c
-    mine = sa.func.count().filter(r.requested_by == requested_by)
-    stmt = sa.select(sa.func.count(), mine).where(r.created_at >= since, r.repo == repo)
-    total, own = conn.execute(stmt).one()
+    total, own = conn.execute(
+        _COUNT_RUNS, {"c_since": since, "c_repo": repo, "c_user": requested_by}
+    ).one()
     return int(total), int(own)
+
+
+# Counted for every command admitted: built once.
+_COUNT_RUNS = sa.select(
+    sa.func.count(), sa.func.count().filter(runs.c.requested_by == sa.bindparam("c_user"))
+).where(runs.c.created_at >= sa.bindparam("c_since"), runs.c.repo == sa.bindparam("c_repo"))

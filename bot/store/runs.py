@@ -31,6 +31,13 @@ from bot.store.schema import (
 from bot.store.trigger import Trigger
 
 _INSERT_RETRIES = 5
+# Statements of every run, built once: building and cache-keying one cost about
+# as much as running it on SQLite. Parameters by column name (the insert) or
+# prefixed ``r_``.
+_INSERT_RUN = sa.insert(runs).returning(*runs.c)
+_RUN_CONTROL = sa.select(runs.c.lease_owner, runs.c.cancel_requested).where(
+    runs.c.id == sa.bindparam("r_id")
+)
 
 
 def fair_pick(
@@ -109,9 +116,8 @@ class RunQueries(StoreBase):
                         admitted = admitted_values(spec_obj, decision)
                     row = (
                         conn.execute(
-                            sa.insert(runs)
-                            .values({**values, **admitted, "created_at": now, "updated_at": now})
-                            .returning(*runs.c)
+                            _INSERT_RUN,
+                            {**values, **admitted, "created_at": now, "updated_at": now},
                         )
                         .mappings()
                         .one()
@@ -137,11 +143,8 @@ class RunQueries(StoreBase):
     def run_control(self, run_id: str) -> RunControl | None:
         """A running run's lease owner and cancel flag, checked between batches:
         two columns, not the row with its spec and trigger to decode."""
-        r = runs.c
         with self._read("run_control") as conn:
-            row = conn.execute(
-                sa.select(r.lease_owner, r.cancel_requested).where(r.id == run_id)
-            ).first()
+            row = conn.execute(_RUN_CONTROL, {"r_id": run_id}).first()
         return RunControl(row[0], bool(row[1])) if row is not None else None
 
     def active_run(self, repo: str, issue_number: int) -> RunRow | None:

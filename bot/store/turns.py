@@ -21,6 +21,11 @@ from bot.store.schema import (
     turns,
 )
 
+# Read when a run is driven and when it ends: built once.
+_LOAD_TURNS = (
+    sa.select(turns).where(turns.c.run_id == sa.bindparam("t_run_id")).order_by(turns.c.seq)
+)
+
 
 class TurnQueries(StoreBase):
     def save_turn(self, run_id: str, turn: Turn) -> SavedTurn:
@@ -112,9 +117,7 @@ class TurnQueries(StoreBase):
     def load_turns(self, run_id: str) -> list[Turn]:
         """Every saved turn of a run, in the order they were saved."""
         with self._read("load_turns") as conn:
-            rows = conn.execute(
-                sa.select(turns).where(turns.c.run_id == run_id).order_by(turns.c.seq)
-            ).mappings()
+            rows = conn.execute(_LOAD_TURNS, {"t_run_id": run_id}).mappings()
             return [_turn_from_row(row) for row in rows]
 
 
