@@ -284,6 +284,12 @@ def admitted_values(spec: DebateSpec, admitted: Admitted) -> dict[str, Any]:
     }
 
 
+# Counted for every command admitted: built once.
+_COUNT_RUNS = sa.select(
+    sa.func.count(), sa.func.count().filter(runs.c.requested_by == sa.bindparam("c_user"))
+).where(runs.c.created_at >= sa.bindparam("c_since"), runs.c.repo == sa.bindparam("c_repo"))
+
+
 def count_runs(conn: Connection, repo: str, since: datetime, requested_by: str) -> tuple[int, int]:
     """Runs created at or after ``since`` in ``repo``: all of them, and those
     ``requested_by`` asked for. One query for both quotas."""
@@ -291,9 +297,3 @@ def count_runs(conn: Connection, repo: str, since: datetime, requested_by: str) 
         _COUNT_RUNS, {"c_since": since, "c_repo": repo, "c_user": requested_by}
     ).one()
     return int(total), int(own)
-
-
-# Counted for every command admitted: built once.
-_COUNT_RUNS = sa.select(
-    sa.func.count(), sa.func.count().filter(runs.c.requested_by == sa.bindparam("c_user"))
-).where(runs.c.created_at >= sa.bindparam("c_since"), runs.c.repo == sa.bindparam("c_repo"))
