@@ -27,9 +27,10 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
 
     httpx stays the client everything is written against (githubkit, the model
     providers, timeouts, redirects, decoding); only the wire moves. httpcore
-    runs every socket operation and pool lock through anyio on asyncio, which
-    cost ~1 ms of CPU a request, a third of a busy worker's CPU; aiohttp's
-    C-accelerated client costs about a quarter of that (benchmarks/http_client.py).
+    runs every socket operation and pool lock through anyio on asyncio: ~0.7 ms
+    of CPU a request alone, ~3 ms with 64 in flight, the largest share of a
+    busy worker's CPU; aiohttp's C-accelerated client costs ~0.25-0.28 ms
+    either way (benchmarks/http_client.py).
     The pool is unbounded (what bounds calls in flight is the worker's run
     slots and the providers' gates) and keeps every connection alive
     ``KEEPALIVE_S``.
