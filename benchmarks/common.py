@@ -3,6 +3,7 @@ generators, percentiles, process CPU time and result tables."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import signal
@@ -27,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 LOOPBACK = "127.0.0.1"
+BOT_PROCESSES = "the bot's processes"
 
 
 def free_port() -> int:
@@ -94,6 +96,38 @@ def slowed(pids: Sequence[int], factor: float, period_s: float = 0.01) -> Iterat
         stop.set()
         thread.join()
         signal_all(signal.SIGCONT)
+
+
+def _slowdown(text: str) -> float:
+    try:
+        factor = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not factor >= 1:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be 1 or more (1: full speed), got {text}")
+    return factor
+
+
+def add_slower_option(parser: argparse.ArgumentParser, processes: str) -> None:
+    """``--slower K``: run ``processes`` K times slower (``slowed``)."""
+    parser.add_argument(
+        "--slower",
+        type=_slowdown,
+        default=1.0,
+        metavar="K",
+        help=f"run {processes} K times slower (stopped for all but 1/K of every 10 ms), as "
+        "on a slower machine; the fakes and the load generator keep full speed",
+    )
+
+
+def slowed_text(factor: float, processes: str) -> str:
+    """What a table's caption says of ``--slower``: nothing at full speed."""
+    if factor <= 1:
+        return ""
+    return (
+        f"; {processes} slowed {factor:g}× (each runs 1/{factor:g} of the time), as on a "
+        "machine that much slower"
+    )
 
 
 def _tail(path: Path, lines: int = 30) -> str:

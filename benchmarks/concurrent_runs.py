@@ -64,7 +64,14 @@ import httpx
 import pytest
 
 from benchmarks._support_models import model_server_process, verdict
-from benchmarks.common import print_table, process_cpu_seconds, slowed
+from benchmarks.common import (
+    BOT_PROCESSES,
+    add_slower_option,
+    print_table,
+    process_cpu_seconds,
+    slowed,
+    slowed_text,
+)
 from bot.github.webhooks import sign
 from bot.store import RunStore
 from bot.transport import AiohttpTransport
@@ -367,7 +374,7 @@ def serve_part(
         f"{ROUNDS}-round debates, 2 auto-picked personas, never converging; model delay "
         f"L = {latency * 1000:.0f} ms (fake server in its own process); one `serve` "
         "process with SQLite, each debate on its own installation; GitHub write pacing "
-        f"1 s per installation (the default){slowed_text(slower)}"
+        f"1 s per installation (the default){slowed_text(slower, BOT_PROCESSES)}"
     )
     rows = []
     for m in results:
@@ -423,7 +430,8 @@ def pg_part(models_url: str, n: int, latency: float, timeout_s: float, slower: f
         f"L = {latency * 1000:.0f} ms; one `web` + two `worker` processes on PostgreSQL, "
         "each debate on its own installation; GitHub write pacing 1 s per installation "
         "(the default), shared through the database. RSS: both workers summed; CPU: "
-        f"share of one core over the makespan ('fake GitHub' is this process){slowed_text(slower)}"
+        "share of one core over the makespan ('fake GitHub' is this process)"
+        + slowed_text(slower, BOT_PROCESSES)
     )
     procs = ["web", "worker0", "worker1", "fake GitHub"]
     rows = []
@@ -451,15 +459,6 @@ def pg_part(models_url: str, n: int, latency: float, timeout_s: float, slower: f
     )
     print_verdicts(results, wall1, "PG ")
     return 0
-
-
-def slowed_text(slower: float) -> str:
-    if slower <= 1:
-        return ""
-    return (
-        f"; the bot's processes slowed {slower:g}× (each runs 1/{slower:g} of the time), "
-        "as on a machine that much slower"
-    )
 
 
 def runs_text(states: dict[str, int]) -> str:
@@ -725,13 +724,7 @@ def main(argv: list[str]) -> int:
         default=3600.0,
         help="seconds to wait for the one-installation debates (the bot paces itself)",
     )
-    parser.add_argument(
-        "--slower",
-        type=float,
-        default=1.0,
-        help="run the bot's processes K times slower (stopped for all but 1/K of every "
-        "10 ms), as on a slower machine; the fakes keep full speed",
-    )
+    add_slower_option(parser, BOT_PROCESSES)
     args = parser.parse_args(argv)
     sizes = (
         [int(x) for x in args.sizes.split(",")]

@@ -54,7 +54,14 @@ import httpx
 import sqlalchemy as sa
 
 from benchmarks._support_models import model_server_process, verdict
-from benchmarks.common import percentile, print_table, slowed
+from benchmarks.common import (
+    BOT_PROCESSES,
+    add_slower_option,
+    percentile,
+    print_table,
+    slowed,
+    slowed_text,
+)
 from bot.config import Settings
 from bot.github.webhooks import sign
 from bot.store.engine import normalize_url
@@ -387,13 +394,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--keep-logs", action="store_true", help="keep the services' logs (for a breakdown)"
     )
-    parser.add_argument(
-        "--slower",
-        type=float,
-        default=1.0,
-        help="run the bot's processes K times slower (stopped for all but 1/K of every "
-        "10 ms), as on a slower machine; the fakes keep full speed",
-    )
+    add_slower_option(parser, BOT_PROCESSES)
     args = parser.parse_args(argv)
     n = args.n if args.n is not None else 10 if args.quick else 50
     chosen = list(TOPOLOGIES) if args.topology == "all" else [args.topology]
@@ -430,13 +431,7 @@ def main(argv: list[str]) -> int:
         f"poll is only a fallback); intake and worker concurrency at their defaults "
         f"({_default('intake_concurrency')} and {_default('worker_concurrency')} per "
         f"worker process). Model delay L = {args.latency * 1000:.0f} ms (the debates run "
-        "on after their eyes and are stopped)."
-        + (
-            f" The bot's processes slowed {args.slower:g}× (each runs 1/{args.slower:g} of "
-            "the time), as on a machine that much slower."
-            if args.slower > 1
-            else ""
-        )
+        "on after their eyes and are stopped)" + slowed_text(args.slower, BOT_PROCESSES) + "."
     )
     print_table(
         "Eyes latency: 202 → `eyes` reaction (ms)",

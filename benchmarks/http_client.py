@@ -55,6 +55,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer requests")
     parser.add_argument("--rounds", type=int, default=3, help="alternations of the transports")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds must be 1 or more, got {args.rounds}")
     requests = 640 if args.quick else 3200
     rows = []
     with (

@@ -28,15 +28,18 @@ from benchmarks.common import (
     LOAD_CLIENTS,
     LoadResult,
     ServerProcess,
+    add_slower_option,
     closed_loop,
     print_table,
     slowed,
+    slowed_text,
     uvicorn_server,
 )
 from bot.github.webhooks import SIGNATURE_HEADER, sign
 from bot.store import RunStore
 from testkit.harness.service import CORPUS
 
+SERVERS = "both servers"
 PAYLOAD = "issue_comment.created.with-installation.json"
 COMMENT_BODY = "/debate Should we ship the ingestion path as is?"
 EVENT = "issue_comment"
@@ -208,9 +211,9 @@ def _verdict(ok: bool) -> str:
 def report(
     bare: TargetRun, real: TargetRun, rows_in_db: int, concurrency: int, slower: float = 1.0
 ) -> None:
-    slowing = f", both servers slowed {slower:g}×" if slower > 1 else ""
     print_table(
-        f"Ingestion: {EVENT} deliveries, {concurrency} concurrent clients, loopback{slowing}",
+        f"Ingestion: {EVENT} deliveries, {concurrency} concurrent clients, loopback"
+        + slowed_text(slower, SERVERS),
         [
             "target",
             "requests",
@@ -263,13 +266,7 @@ def main(argv: list[str]) -> int:
         default="h11",
         help="load generator; httpx saturates its own core first (see benchmarks.common)",
     )
-    parser.add_argument(
-        "--slower",
-        type=float,
-        default=1.0,
-        help="run both servers K times slower (stopped for all but 1/K of every 10 ms), "
-        "as on a slower machine; the load generator keeps full speed",
-    )
+    add_slower_option(parser, SERVERS)
     args = parser.parse_args(argv)
     requests = args.requests or (500 if args.quick else 3000)
     warmup = args.warmup if args.warmup is not None else (100 if args.quick else 300)

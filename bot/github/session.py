@@ -166,7 +166,8 @@ def response_message(response: httpx.Response) -> str:
 
 
 class _SharedTransport(httpx.AsyncBaseTransport):
-    """A pooled transport that outlives githubkit's per-request clients."""
+    """The session's pooled transport, which githubkit's clients may not close
+    (an httpx client closes its transport on exit); only the session does."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
         self._inner = inner
