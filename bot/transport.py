@@ -4,11 +4,15 @@ in flight (docs/architecture.md)."""
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import httpx
+from yarl import URL
+
+from bot.errors import ConfigError
 
 # An idle connection is dropped after this long: under the shortest idle timeout
 # servers commonly keep (uvicorn's and Node's 5 s), so a request never goes out
@@ -38,14 +42,17 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     Errors come back as httpx's, mapped by whether the request may have reached
     the server: only ``ConnectError`` / ``ConnectTimeout`` say it did not, and
     callers replay a non-idempotent request only then (bot/github/session.py).
-    Connections are direct: httpx reads ``HTTPS_PROXY`` only for a client
-    without a transport of its own, which no client here has been (nor was
-    with httpcore's pools before this one).
+    ``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``NO_PROXY`` are honoured as curl and
+    httpx honour them (docs/operations.md), read once here: aiohttp's own
+    ``trust_env`` would look them (and ``~/.netrc``) up in a thread on every
+    request.
     """
 
     def __init__(self, *, keepalive_s: float = KEEPALIVE_S) -> None:
         self._keepalive_s = keepalive_s
         self._tls = httpx.create_ssl_context()  # certifi, SSL_CERT_FILE: as httpx verifies
+        self._proxies = env_proxies()
+        self._bypassed: dict[str, bool] = {}
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -74,13 +81,25 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         session = self._session_here()
         timeout = request.extensions.get("timeout", {})
         body = await request.aread()
+        headers = request.headers.multi_items()
+        proxy, credentials = self._proxy_for(request.url) if self._proxies else (None, None)
+        proxy_headers = None
+        if credentials is not None:
+            # A plain request goes to the proxy whole, its credentials among its
+            # headers; an HTTPS one only opens a tunnel with them (CONNECT).
+            if request.url.scheme == "http":
+                headers.append(("Proxy-Authorization", credentials))
+            else:
+                proxy_headers = {"Proxy-Authorization": credentials}
         try:
             response = await session.request(
                 request.method,
                 str(request.url),
-                headers=request.headers.multi_items(),
+                headers=headers,
                 data=body or None,
                 allow_redirects=False,  # httpx follows redirects itself
+                proxy=proxy,
+                proxy_headers=proxy_headers,
                 timeout=aiohttp.ClientTimeout(
                     connect=timeout.get("pool"),
                     sock_connect=timeout.get("connect"),
@@ -103,10 +122,46 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             },
         )
 
+    def _proxy_for(self, url: httpx.URL) -> tuple[URL | None, str | None]:
+        proxy = self._proxies.get(url.scheme)
+        if proxy is None:
+            return None, None
+        bypassed = self._bypassed.get(url.host)
+        if bypassed is None:  # NO_PROXY, matched as urllib matches it; hosts are few
+            bypassed = self._bypassed[url.host] = bool(urllib.request.proxy_bypass(url.host))
+        return (None, None) if bypassed else proxy
+
     async def aclose(self) -> None:
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()
+
+
+Proxy = tuple[URL, str | None]  # the proxy, and its Proxy-Authorization value if any
+
+
+def env_proxies() -> dict[str, Proxy]:
+    """The proxy per URL scheme from ``HTTP_PROXY`` / ``HTTPS_PROXY`` (either
+    case), with credentials in the URL sent as ``Proxy-Authorization``. A proxy
+    that is not ``http://`` is a ``ConfigError``: aiohttp tunnels through plain
+    HTTP proxies only, and a request silently sent direct would be worse."""
+    found = urllib.request.getproxies_environment()
+    proxies: dict[str, Proxy] = {}
+    for scheme in ("http", "https"):
+        raw = found.get(scheme)
+        if not raw:
+            continue
+        url = URL(raw if "://" in raw else f"http://{raw}")
+        if url.scheme != "http" or not url.host:
+            raise ConfigError(
+                f"{scheme.upper()}_PROXY must be an http:// proxy URL (host and port); "
+                f"got one with scheme {url.scheme!r}"
+            )
+        credentials = None
+        if url.user is not None:
+            credentials = aiohttp.encode_basic_auth(url.user, url.password or "")
+        proxies[scheme] = (url.with_user(None), credentials)
+    return proxies
 
 
 class _Body(httpx.AsyncByteStream):
@@ -136,8 +191,8 @@ def _httpx_error(exc: BaseException, request: httpx.Request) -> httpx.TransportE
         kind = httpx.ConnectTimeout  # no connection: the request was not sent
     elif isinstance(exc, TimeoutError):  # aiohttp's read timeouts are TimeoutErrors
         kind = httpx.ReadTimeout
-    elif isinstance(exc, aiohttp.ClientProxyConnectionError):
-        kind = httpx.ProxyError
+    elif isinstance(exc, aiohttp.ClientProxyConnectionError | aiohttp.ClientHttpProxyError):
+        kind = httpx.ProxyError  # the proxy was unreachable or refused the tunnel
     elif isinstance(exc, aiohttp.ClientConnectorError):
         kind = httpx.ConnectError  # refused, DNS, TLS handshake: not sent
     elif isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientResponseError):

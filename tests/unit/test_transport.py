@@ -17,6 +17,7 @@ import pytest
 from pydantic import SecretStr
 
 from bot.config import Settings
+from bot.errors import ConfigError
 from bot.github.gateway import GitHubGateway
 from bot.llm.router import ModelRouter
 from bot.transport import AiohttpTransport, LeanAsyncClient, _httpx_error
@@ -262,3 +263,139 @@ def test_one_transport_serves_one_event_loop_after_another() -> None:
 
     assert [anyio.run(once), anyio.run(once)] == [200, 200]
     anyio.run(transport.aclose)
+
+
+# -- proxies from the environment ------------------------------------------------
+
+
+def tunnel(host: str, port: int) -> Handler:
+    """A CONNECT proxy's answer: 200, then bytes relayed both ways until a side closes."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(host, port)
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            while chunk := await src.read(65536):
+                dst.write(chunk)
+                await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+
+    return handle
+
+
+def self_signed(tmp_path) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 and its key, as PEM files."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(cert_file), str(key_file)
+
+
+async def test_http_proxy_carries_plain_requests_with_its_credentials(monkeypatch) -> None:
+    async with wire() as target, wire() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", f"http://bot%40corp:s3cret@127.0.0.1:{proxy.port}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        absolute = url(target, "/data")
+        proxy.routes[absolute] = answer_with(200, b"via the proxy")
+        async with LeanAsyncClient(transport=AiohttpTransport()) as client:
+            response = await client.get(absolute, headers={"Authorization": "token t"})
+
+    assert response.text == "via the proxy" and not target.requests
+    ((line, headers, _),) = proxy.requests
+    assert line == f"GET {absolute}"  # absolute form: the proxy forwards it
+    assert headers["proxy-authorization"] == aiohttp.encode_basic_auth("bot@corp", "s3cret")
+    assert headers["authorization"] == "token t"
+
+
+async def test_https_goes_through_a_connect_tunnel_and_tls_still_verifies(
+    monkeypatch, tmp_path
+) -> None:
+    import ssl
+
+    cert, key = self_signed(tmp_path)
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+    target = Wire()
+    server = await asyncio.start_server(target._serve, "127.0.0.1", 0, ssl=served)
+    target.port = server.sockets[0].getsockname()[1]
+    target.routes["/secure"] = answer_with(200, b"end to end")
+    monkeypatch.setenv("SSL_CERT_FILE", cert)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    async with server, wire() as proxy:
+        proxy.routes[f"127.0.0.1:{target.port}"] = tunnel("127.0.0.1", target.port)
+        monkeypatch.setenv("HTTPS_PROXY", f"u:p@127.0.0.1:{proxy.port}")  # no scheme: http://
+        async with LeanAsyncClient(transport=AiohttpTransport()) as client:
+            response = await client.post(f"https://127.0.0.1:{target.port}/secure", json={})
+
+    assert response.text == "end to end"
+    ((line, headers, _),) = proxy.requests
+    assert line == f"CONNECT 127.0.0.1:{target.port}"
+    assert headers["proxy-authorization"] == aiohttp.encode_basic_auth("u", "p")
+    ((line, headers, _),) = target.requests  # inside the tunnel
+    assert line == "POST /secure" and "proxy-authorization" not in headers
+
+
+async def test_no_proxy_hosts_are_reached_directly(monkeypatch) -> None:
+    async with wire() as target, wire() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+        monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+        target.routes["/data"] = answer_with(200, b"direct")
+        async with LeanAsyncClient(transport=AiohttpTransport()) as client:
+            response = await client.get(url(target, "/data"))
+    assert response.text == "direct" and not proxy.requests
+
+
+async def test_an_unreachable_proxy_is_a_proxy_error(monkeypatch) -> None:
+    async with wire() as gone:
+        port = gone.port
+    monkeypatch.setenv("HTTPS_PROXY", f"http://user:hunter2@127.0.0.1:{port}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    async with LeanAsyncClient(transport=AiohttpTransport()) as client:
+        with pytest.raises(httpx.ProxyError) as caught:
+            await client.get("https://api.github.com/zen")
+    assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize("value", ["socks5://127.0.0.1:1080", "https://proxy.corp:8443"])
+def test_a_proxy_aiohttp_cannot_tunnel_through_is_refused_at_start(monkeypatch, value) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", value)
+    with pytest.raises(ConfigError, match="HTTPS_PROXY must be an http:// proxy URL"):
+        AiohttpTransport()
