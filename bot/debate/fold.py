@@ -6,12 +6,18 @@ rounds per tier, quorum, adjudication, synthesis. The first stage with a
 missing turn stops the replay at the batch of the missing requests; after the
 last stage the run is done. ``replay`` on a prefix of turns returns what it
 returned before.
+
+A shell asks about the same turns more than once (the next step, then the
+finished rounds' digests, each a full replay): the last answers are kept, for
+the very same spec and turn objects only. ``replay`` is pure, so a kept answer
+is the answer; views are read, never changed.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 from bot.debate.routing import base_models, judge_models, route
 from bot.debate.stages.adjudicate import adjudicate
@@ -20,14 +26,38 @@ from bot.debate.stages.inputs import Inputs
 from bot.debate.stages.rounds import rounds
 from bot.debate.stages.synthesis import synthesize
 from bot.debate.types import DebateSpec, Turn, is_reserved_name
-from bot.debate.view import Final, RunView, noted
+from bot.debate.view import Final, RunView, evolve, noted
 from bot.errors import ProtocolError
 
 Stage = Callable[[RunView, Inputs], RunView]
 
 
+# A few hundred runs in flight in one worker, each asked twice per step.
+RECENT_MAX = 512
+_recent: OrderedDict[int, tuple[DebateSpec, tuple[Turn, ...], RunView]] = OrderedDict()
+_recent_lock = threading.Lock()
+
+
 def replay(spec: DebateSpec, turns: Sequence[Turn]) -> RunView:
     """The view of the run; its ``stop`` is the next batch or the run's end."""
+    with _recent_lock:
+        kept = _recent.get(id(spec))
+    if kept is not None and kept[0] is spec and _same(kept[1], turns):
+        return kept[2]
+    view = _replay(spec, turns)
+    with _recent_lock:
+        _recent[id(spec)] = (spec, tuple(turns), view)  # holding spec keeps its id unique
+        _recent.move_to_end(id(spec))
+        while len(_recent) > RECENT_MAX:
+            _recent.popitem(last=False)
+    return view
+
+
+def _same(kept: tuple[Turn, ...], turns: Sequence[Turn]) -> bool:
+    return len(kept) == len(turns) and all(a is b for a, b in zip(kept, turns, strict=True))
+
+
+def _replay(spec: DebateSpec, turns: Sequence[Turn]) -> RunView:
     _validate(spec)
     inputs = Inputs(spec, turns)
     run = RunView(spec)
@@ -36,7 +66,7 @@ def replay(spec: DebateSpec, turns: Sequence[Turn]) -> RunView:
         run = stage(run, inputs)
         if run.stop is not None:
             return run
-    return replace(run, stop=Final("done"))
+    return evolve(run, stop=Final("done"))
 
 
 def _validate(spec: DebateSpec) -> None:
@@ -61,13 +91,13 @@ def _route(run: RunView, inputs: Inputs) -> RunView:
     spec = run.spec
     base = tuple(base_models(spec, i) for i in range(len(spec.personas) or 2))
     routing = route(spec, base, judge_models(spec))
-    run = noted(replace(run, planned={0: base}, routings={0: routing}), *routing.notes)
+    run = noted(evolve(run, planned={0: base}, routings={0: routing}), *routing.notes)
     if routing.abort_reason:
-        return replace(run, stop=Final("aborted", reason=routing.abort_reason))
+        return evolve(run, stop=Final("aborted", reason=routing.abort_reason))
     return run
 
 
 def _quorum(run: RunView, inputs: Inputs) -> RunView:
     if len(run.live()) < 2:
-        return replace(run, stop=Final("aborted", reason="quorum_lost"))
+        return evolve(run, stop=Final("aborted", reason="quorum_lost"))
     return run

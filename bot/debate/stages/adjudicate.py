@@ -3,14 +3,13 @@ to the voter panel (``vote_stalemates``) or wait for maintainer decisions."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import partial
 
 from bot.debate import prompts
 from bot.debate.stages.budget import check_budget
 from bot.debate.stages.inputs import Inputs
 from bot.debate.types import ModelRequest, Turn, TurnKey
-from bot.debate.view import Final, RoundRecord, RunView, VoteResult, noted
+from bot.debate.view import Final, RoundRecord, RunView, VoteResult, evolve, noted
 from bot.debate.votes import (
     ballot_labels,
     decide,
@@ -25,16 +24,16 @@ def adjudicate(run: RunView, inputs: Inputs) -> RunView:
     last = run.rounds[-1] if run.rounds else None
     if run.spec.mode != "proposal" or last is None or not last.open:
         return run
-    run = replace(run, stalemates=last.open, stalemate_labels=stalemate_labels(last))
+    run = evolve(run, stalemates=last.open, stalemate_labels=stalemate_labels(last))
     if run.spec.vote_stalemates:
         reached, run = check_budget(run)
         if not reached:
             return _vote(run, inputs, last)
     decided, ignored = decide(run)
-    run = noted(replace(run, decided=decided), *ignored)
+    run = noted(evolve(run, decided=decided), *ignored)
     pending = tuple(p for p in run.stalemates if p not in run.decided)
     if pending:
-        return replace(run, stop=Final("pending_decision", pending=pending))
+        return evolve(run, stop=Final("pending_decision", pending=pending))
     return run
 
 
@@ -59,7 +58,7 @@ def _vote(run: RunView, inputs: Inputs, last: RoundRecord) -> RunView:
                 "positions); it stays open.",
             )
         votes[p] = tally(run, p, ballots, eligible)
-    return replace(run, votes=votes)
+    return evolve(run, votes=votes)
 
 
 def _request(

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from bot.debate.view import RunView, noted
+from bot.debate.view import RunView, evolve, noted
 
 
 def check_budget(run: RunView) -> tuple[bool, RunView]:
@@ -19,7 +17,7 @@ def check_budget(run: RunView) -> tuple[bool, RunView]:
         return False, run
     if not run.capped:
         run = noted(
-            replace(run, capped=True),
+            evolve(run, capped=True),
             f"Budget: {reason}; no new persona turns were started and the "
             "synthesis uses what exists.",
         )

@@ -7,7 +7,6 @@ point; critique and proposal runs have the judge extract the points.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import partial
 
 from bot.debate import prompts
@@ -23,7 +22,7 @@ from bot.debate.replies import parse_numbered_list
 from bot.debate.stages.inputs import Inputs
 from bot.debate.text import clip
 from bot.debate.types import ModelRequest, Turn, TurnKey
-from bot.debate.view import RunView, Seat, noted
+from bot.debate.view import RunView, Seat, evolve, noted
 
 CLASSIFY_SLOT = "judge-classify"
 EXTRACT_SLOT = "judge-issues"
@@ -49,7 +48,7 @@ def frame(run: RunView, inputs: Inputs) -> RunView:
         if got is None:
             return run
         by_slot = {t.key.slot: t for t in got}
-        run = replace(
+        run = evolve(
             run, classify_turn=by_slot.get(CLASSIFY_SLOT), extract_turn=by_slot.get(EXTRACT_SLOT)
         )
     return _points(_seats(run))
@@ -81,7 +80,7 @@ def _seats(run: RunView) -> RunView:
             else Classification(None)
         )
         pair, note = pick_pair(c)
-        run = replace(run, classification=c)
+        run = evolve(run, classification=c)
         # Bounded again here: the owner's name and lens are the judge's output.
         pairs = [(clip(name, 40), clip(lens, LENS_MAX)) for name, lens in pair]
         if c.kind is None:
@@ -92,24 +91,24 @@ def _seats(run: RunView) -> RunView:
                 "two generic reviewers debate instead.",
             )
     seats = tuple(Seat(i, name, lens) for i, (name, lens) in enumerate(pairs))
-    return replace(run, seats=seats, pair_note=note)
+    return evolve(run, seats=seats, pair_note=note)
 
 
 def _points(run: RunView) -> RunView:
     spec = run.spec
     if spec.mode == "debate":
-        return replace(run, points=(DEBATE_POINT,))
+        return evolve(run, points=(DEBATE_POINT,))
     if spec.mode == "arbitrate":
-        return replace(run, points=(ARBITRATE_POINT,))
+        return evolve(run, points=(ARBITRATE_POINT,))
     t = run.extract_turn
     items = parse_numbered_list(t.text, max_items=MAX_ISSUES) if t and t.status == "ok" else []
     items = [clip(i, 240) for i in items]
     if items:
-        return replace(run, points=tuple(items), points_from_judge=True)
+        return evolve(run, points=tuple(items), points_from_judge=True)
     fallback = CRITIQUE_FALLBACK if spec.mode == "critique" else PROPOSAL_FALLBACK
     what = "issue extraction" if spec.mode == "critique" else "decision-point extraction"
     return noted(
-        replace(run, points=(fallback,)),
+        evolve(run, points=(fallback,)),
         f"The {what} {_failure(t, 'gave no numbered list')}; the debate covers the subject "
         "as a whole.",
     )

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from functools import cached_property
 
 from bot.debate import prompts
 from bot.debate.types import Batch, DebateSpec, ModelRequest, Prompt, Turn, TurnKey
-from bot.debate.view import RunView
+from bot.debate.view import RunView, evolve
 
 
 class Inputs:
@@ -33,6 +32,6 @@ class Inputs:
         turns and ``run`` stopped at the batch of the missing requests."""
         missing = [k for k in keys if k.id() not in self.by_id]
         if missing:
-            return replace(run, stop=Batch(tuple(build(k) for k in missing))), None
+            return evolve(run, stop=Batch(tuple(build(k) for k in missing))), None
         got = tuple(self.by_id[k.id()] for k in keys)
-        return replace(run, used=run.used + got), got
+        return evolve(run, used=run.used + got), got

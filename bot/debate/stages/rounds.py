@@ -19,7 +19,7 @@ from bot.debate.stances import open_points, parse_position, parse_stances
 from bot.debate.text import clip
 from bot.debate.tools import budget_for
 from bot.debate.types import ModelRequest, Phase, Turn, TurnKey
-from bot.debate.view import RoundRecord, RunView, noted
+from bot.debate.view import RoundRecord, RunView, evolve, noted
 
 
 def rounds(run: RunView, inputs: Inputs) -> RunView:
@@ -27,7 +27,7 @@ def rounds(run: RunView, inputs: Inputs) -> RunView:
     top = max_tier(spec) if spec.mode != "proposal" else 0
     tier = 0
     while True:
-        run = _tier(replace(run, tier=tier), inputs, tier)
+        run = _tier(evolve(run, tier=tier), inputs, tier)
         if run.stop is not None:
             return run
         if len(run.live()) < 2 or run.capped or run.converged() or tier >= top:
@@ -42,11 +42,11 @@ def rounds(run: RunView, inputs: Inputs) -> RunView:
         nxt = tier + 1
         seats_models = [tier_models(spec, nxt, s.index) for s in run.seats]
         routing = route(spec, seats_models, judge_models(spec))
-        run = replace(run, planned={**run.planned, nxt: tuple(seats_models)})
+        run = evolve(run, planned={**run.planned, nxt: tuple(seats_models)})
         if routing.abort_reason:
             return noted(run, f"Escalation to tier {nxt} skipped: its providers are unavailable.")
-        run = noted(replace(run, routings={**run.routings, nxt: routing}), *routing.notes)
-        run = replace(run, summaries={**run.summaries, nxt: _summary(run, tier)})
+        run = noted(evolve(run, routings={**run.routings, nxt: routing}), *routing.notes)
+        run = evolve(run, summaries={**run.summaries, nxt: _summary(run, tier)})
         tier = nxt
 
 
@@ -95,9 +95,9 @@ def _record(run: RunView, tier: int, r: int, phase: Phase, got: Sequence[Turn]) 
     ledger = dict(sorted(ledger.items(), key=lambda kv: order.get(kv[0], 99)))
     new = replace(rec, turns=turns, ledger=ledger, open=open_points(ledger, range(1, n + 1)))
     if old is None:
-        return replace(run, rounds=(*run.rounds, new), dropped=dropped)
+        return evolve(run, rounds=(*run.rounds, new), dropped=dropped)
     recs = tuple(new if x is old else x for x in run.rounds)
-    return replace(run, rounds=recs, dropped=dropped)
+    return evolve(run, rounds=recs, dropped=dropped)
 
 
 def _request(inputs: Inputs, run: RunView, key: TurnKey, phase: Phase, r: int) -> ModelRequest:

@@ -3,7 +3,6 @@ judge when that persona is unknown, dropped or fails."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import partial
 
 from bot.debate import prompts
@@ -12,7 +11,7 @@ from bot.debate.stages.inputs import Inputs
 from bot.debate.text import clip
 from bot.debate.tools import budget_for
 from bot.debate.types import JUDGE, ModelRequest, TurnKey
-from bot.debate.view import RunView, noted
+from bot.debate.view import RunView, evolve, noted
 from bot.debate.votes import resolutions
 
 
@@ -38,12 +37,12 @@ def synthesize(run: RunView, inputs: Inputs) -> RunView:
             return run
         turn = got[0]
         if turn.status == "ok":
-            return replace(run, synthesis=turn)
+            return evolve(run, synthesis=turn)
         if slot != JUDGE:
             why = f"Synthesizer {slot} failed ({turn.drop_class}); the judge synthesized."
             run = noted(run, why)
     return noted(
-        replace(run, synthesis_failed=turn),
+        evolve(run, synthesis_failed=turn),
         f"The synthesis could not be produced ({turn.drop_class}); "
         "this outcome is built from the stance ledger only.",
     )
