@@ -4,13 +4,13 @@ in flight (docs/architecture.md)."""
 from __future__ import annotations
 
 import asyncio
+import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import httpx
-from yarl import URL
 
 from bot.errors import ConfigError
 
@@ -122,7 +122,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             },
         )
 
-    def _proxy_for(self, url: httpx.URL) -> tuple[URL | None, str | None]:
+    def _proxy_for(self, url: httpx.URL) -> tuple[str | None, str | None]:
         proxy = self._proxies.get(url.scheme)
         if proxy is None:
             return None, None
@@ -137,7 +137,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             await session.close()
 
 
-Proxy = tuple[URL, str | None]  # the proxy, and its Proxy-Authorization value if any
+Proxy = tuple[str, str | None]  # the proxy's URL, and its Proxy-Authorization value if any
 
 
 def env_proxies() -> dict[str, Proxy]:
@@ -151,16 +151,22 @@ def env_proxies() -> dict[str, Proxy]:
         raw = found.get(scheme)
         if not raw:
             continue
-        url = URL(raw if "://" in raw else f"http://{raw}")
-        if url.scheme != "http" or not url.host:
+        name = f"{scheme.upper()}_PROXY"
+        url = urllib.parse.urlsplit(raw if "://" in raw else f"http://{raw}")
+        try:
+            valid = url.scheme == "http" and bool(url.hostname) and url.port != 0
+        except ValueError:  # a port that is not a number (never echo the URL: a password)
+            valid = False
+        if not valid:
             raise ConfigError(
-                f"{scheme.upper()}_PROXY must be an http:// proxy URL (host and port); "
-                f"got one with scheme {url.scheme!r}"
+                f"{name} must be http://[user:password@]host:port: aiohttp tunnels through "
+                f"plain HTTP proxies only (got a {url.scheme}:// URL)"
             )
         credentials = None
-        if url.user is not None:
-            credentials = aiohttp.encode_basic_auth(url.user, url.password or "")
-        proxies[scheme] = (url.with_user(None), credentials)
+        if url.username is not None:
+            user, password = (urllib.parse.unquote(p or "") for p in (url.username, url.password))
+            credentials = aiohttp.encode_basic_auth(user, password)
+        proxies[scheme] = (f"http://{url.netloc.rpartition('@')[2]}", credentials)
     return proxies
 
 

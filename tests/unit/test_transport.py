@@ -394,8 +394,19 @@ async def test_an_unreachable_proxy_is_a_proxy_error(monkeypatch) -> None:
     assert "hunter2" not in str(caught.value)
 
 
-@pytest.mark.parametrize("value", ["socks5://127.0.0.1:1080", "https://proxy.corp:8443"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "socks5://127.0.0.1:1080",
+        "https://proxy.corp:8443",
+        "http://u:hunter2@proxy.corp:port",
+        "http://",
+    ],
+)
 def test_a_proxy_aiohttp_cannot_tunnel_through_is_refused_at_start(monkeypatch, value) -> None:
     monkeypatch.setenv("HTTPS_PROXY", value)
-    with pytest.raises(ConfigError, match="HTTPS_PROXY must be an http:// proxy URL"):
+    with pytest.raises(
+        ConfigError, match=r"HTTPS_PROXY must be http://\[user:password@\]host"
+    ) as caught:
         AiohttpTransport()
+    assert "hunter2" not in str(caught.value)
