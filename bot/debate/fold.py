@@ -9,8 +9,9 @@ returned before.
 
 A shell asks about the same turns more than once (the next step, then the
 finished rounds' digests, each a full replay): the last answers are kept, for
-the very same spec and turn objects only. ``replay`` is pure, so a kept answer
-is the answer; views are read, never changed.
+the very same spec and turn objects only, while the run still has steps to
+take. ``replay`` is pure, so a kept answer is the answer; views are read, never
+changed.
 """
 
 from __future__ import annotations
@@ -25,15 +26,16 @@ from bot.debate.stages.frame import frame
 from bot.debate.stages.inputs import Inputs
 from bot.debate.stages.rounds import rounds
 from bot.debate.stages.synthesis import synthesize
-from bot.debate.types import DebateSpec, Turn, is_reserved_name
+from bot.debate.types import Batch, DebateSpec, Turn, is_reserved_name
 from bot.debate.view import Final, RunView, evolve, noted
 from bot.errors import ProtocolError
 
 Stage = Callable[[RunView, Inputs], RunView]
 
 
-# A few hundred runs in flight in one worker, each asked twice per step.
-RECENT_MAX = 512
+# A worker's runs in flight at once (its default worker_concurrency): a burst's
+# runs ask for their next steps together, then for their digests.
+RECENT_MAX = 256
 _recent: OrderedDict[int, tuple[DebateSpec, tuple[Turn, ...], RunView]] = OrderedDict()
 _recent_lock = threading.Lock()
 
@@ -46,6 +48,10 @@ def replay(spec: DebateSpec, turns: Sequence[Turn]) -> RunView:
         return kept[2]
     view = _replay(spec, turns)
     with _recent_lock:
+        if not isinstance(view.stop, Batch):  # finished: not asked again step by step
+            if kept is not None and kept[0] is spec:
+                _recent.pop(id(spec), None)
+            return view
         _recent[id(spec)] = (spec, tuple(turns), view)  # holding spec keeps its id unique
         _recent.move_to_end(id(spec))
         while len(_recent) > RECENT_MAX:

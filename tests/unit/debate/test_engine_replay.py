@@ -1,6 +1,7 @@
 """replay keeps its last answers: the same spec and turn objects are not replayed
 twice, anything else is; a run driven as the worker drives it (the next step,
-then the finished rounds' digests) replays once per step."""
+then the finished rounds' digests) replays once per step; a finished run's view
+is not kept."""
 
 from __future__ import annotations
 
@@ -91,7 +92,10 @@ def test_a_run_driven_with_its_digests_replays_once_per_step(replays: list[int])
 
     outcome = anyio.run(drive)
     assert outcome.kind == "verdict" and len(hooks.posted) == 1 + 2 + 3 + 3  # rounds so far
-    assert len(replays) == len(steps.steps) == 5  # without the memory, 10
+    # One replay per step, but for the last, whose finished view is not kept: a
+    # finished run is not asked about step by step (without the memory, 10).
+    assert len(steps.steps) == 5 and len(replays) == 5 + 1
+    assert id(spec) not in fold._recent
 
 
 def test_evolve_is_replace_without_the_init() -> None:
