@@ -159,8 +159,8 @@ def env_proxies() -> dict[str, Proxy]:
             valid = False
         if not valid:
             raise ConfigError(
-                f"{name} must be http://[user:password@]host:port: aiohttp tunnels through "
-                f"plain HTTP proxies only (got a {url.scheme}:// URL)"
+                f"{name} must be http://host:port or http://user:password@host:port: "
+                f"aiohttp tunnels through plain HTTP proxies only (got a {url.scheme}:// URL)"
             )
         credentials = None
         if url.username is not None:

@@ -49,8 +49,7 @@ def replay(spec: DebateSpec, turns: Sequence[Turn]) -> RunView:
     view = _replay(spec, turns)
     with _recent_lock:
         if not isinstance(view.stop, Batch):  # finished: not asked again step by step
-            if kept is not None and kept[0] is spec:
-                _recent.pop(id(spec), None)
+            _recent.pop(id(spec), None)  # a kept spec's id is its own: it is held
             return view
         _recent[id(spec)] = (spec, tuple(turns), view)  # holding spec keeps its id unique
         _recent.move_to_end(id(spec))

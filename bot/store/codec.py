@@ -53,9 +53,9 @@ def from_json(cls: type[T], text: str | bytes) -> T:
         return _adapter(cls).validate_json(text, strict=True)
     except pydantic.ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in (cls.__name__, *first["loc"]))
         if first["type"] == "json_invalid":
             raise CodecError(f"invalid JSON for {cls.__name__}") from None
+        where = ".".join(str(p) for p in (cls.__name__, *first["loc"]))
         raise CodecError(f"{where}: {first['msg']}") from None
 
 

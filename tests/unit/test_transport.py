@@ -406,7 +406,7 @@ async def test_an_unreachable_proxy_is_a_proxy_error(monkeypatch) -> None:
 def test_a_proxy_aiohttp_cannot_tunnel_through_is_refused_at_start(monkeypatch, value) -> None:
     monkeypatch.setenv("HTTPS_PROXY", value)
     with pytest.raises(
-        ConfigError, match=r"HTTPS_PROXY must be http://\[user:password@\]host"
+        ConfigError, match="HTTPS_PROXY must be http://host:port or http://user:password@host"
     ) as caught:
         AiohttpTransport()
     assert "hunter2" not in str(caught.value)
