@@ -5,7 +5,7 @@
                                 `debate-bot serve`, e.g. --port 3100); installs only
                                 what the service needs (requirements-runtime.lock)
     python3 dev.py test [ARGS]  run the test suite (ARGS go to pytest)
-    python3 dev.py lint         ruff + mypy (bot, tests, testkit, benchmarks)
+    python3 dev.py lint         ruff + lint-imports + mypy (bot, tests, testkit, benchmarks)
     python3 dev.py bench        run the benchmarks
     python3 dev.py lock         refresh uv.lock, requirements.lock (everything) and
                                 requirements-runtime.lock (the image's) (needs uv)
@@ -94,8 +94,10 @@ def main(argv: list[str]) -> int:
     if action == "test":
         return run(str(BIN / "python"), "-m", "pytest", *rest)
     if action == "lint":
-        return run(str(BIN / "ruff"), "check", ".") or run(
-            str(BIN / "mypy"), "bot", "tests", "testkit", "benchmarks"
+        return (
+            run(str(BIN / "ruff"), "check", ".")
+            or run(str(BIN / "lint-imports"))
+            or run(str(BIN / "mypy"), "bot", "tests", "testkit", "benchmarks")
         )
     return run(str(BIN / "python"), "-m", "benchmarks", *rest)
 

@@ -11,12 +11,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import SecretStr
 
-from bot.app.main import create_app
-from bot.config import Settings
-from bot.logs import configure_logging
-from bot.metrics import Metrics
+from bot.core.logs import configure_logging
+from bot.core.metrics import Metrics
+from bot.core.settings import Settings
+from bot.service.web.main import create_app
+from bot.service.worker.triggers import build_triggers
 from bot.store import RunStore
-from bot.worker.triggers import build_triggers
 
 ROUTE = "/api/github/webhooks"
 SECRET_ENV = "BENCH_WEBHOOK_SECRET"
@@ -24,7 +24,7 @@ DATABASE_ENV = "BENCH_DATABASE_URL"
 
 
 def real_app() -> FastAPI:
-    """The service's web side, wired as ``bot.service`` wires it (JSON logs at INFO
+    """The service's web side, wired as ``bot.service.main`` wires it (JSON logs at INFO
     included: the route logs every queued delivery in production too)."""
     settings = Settings(
         webhook_secret=SecretStr(os.environ[SECRET_ENV]), database_url=os.environ[DATABASE_ENV]

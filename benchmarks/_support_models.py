@@ -1,8 +1,8 @@
 """Shared pieces of the engine benchmarks: a router on the loopback fake model
 server, a small driving loop, deterministic plan text and padded responders.
 
-The loop is the worker's loop (``bot.runner.execute``, as
-``bot.worker.driver.RunDriver`` drives it) without the store and GitHub: the
+The loop is the worker's loop (``bot.run.execute``, as
+``bot.service.worker.driver.RunDriver`` drives it) without the store and GitHub: the
 hooks only time each batch and keep its turns. Each batch is one sequential
 stage of the run.
 """
@@ -22,11 +22,11 @@ from unittest import mock
 
 from pydantic import SecretStr
 
-from bot.config import Settings
-from bot.debate.rehearsal import reply as rehearsal_reply
-from bot.debate.types import Batch, DebateSpec, ModelRequest, Outcome, PersonaSpec, Turn
-from bot.llm.router import ModelRouter
-from bot.runner import Completer, execute
+from bot.core.settings import Settings
+from bot.engine.rehearsal import reply as rehearsal_reply
+from bot.engine.types import Batch, DebateSpec, ModelRequest, Outcome, PersonaSpec, Turn
+from bot.models.router import ModelRouter
+from bot.run.execute import Completer, execute
 from testkit.fakes.model_server import FakeModelServer
 
 ReplyScript = Callable[[str], str]

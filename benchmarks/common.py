@@ -149,7 +149,7 @@ def uvicorn_server(
 
     A separate process keeps the server off the load generator's GIL. Every
     target gets the same uvicorn settings: asyncio loop, h11, one worker, no
-    access log, no lifespan (as ``bot.service`` runs it).
+    access log, no lifespan (as ``bot.service.main`` runs it).
     """
     port = free_port()
     cmd = [

@@ -72,9 +72,9 @@ from benchmarks.common import (
     slowed,
     slowed_text,
 )
+from bot.core.transport import AiohttpTransport
 from bot.github.webhooks import sign
 from bot.store import RunStore
-from bot.transport import AiohttpTransport
 from testkit.fakes.github_server import CONTENT_LIMITS, CONTENT_METHODS, FakeGitHub, RecordedRequest
 from testkit.fakes.model_server import FakeModelServer
 from testkit.harness.postgres import fresh_pg_database
@@ -164,7 +164,7 @@ def command_body(
 async def post_all(url: str, bodies: list[bytes]) -> None:
     """All deliveries at once, as a burst of webhooks would arrive. The client's
     CPU is this box's too (GitHub's senders are elsewhere): the requests are
-    signed first, and sent over aiohttp's pool (``bot.transport``): httpx's own
+    signed first, and sent over aiohttp's pool (``bot.core.transport``): httpx's own
     pool scans every connection for every queued request (for 200 at once, more
     CPU than the service spent receiving them)."""
     requests = [
@@ -531,7 +531,7 @@ def one_installation_part(models_url: str, latency: float, timeout_s: float) -> 
         FakeGitHub(app_id=APP_ID, public_key_pem=public) as github,
         bench_harness(Path(tmp_name), github, models_url, private) as h,
     ):
-        bench_env(h)  # the pacing under test at its defaults (bot/config.py)
+        bench_env(h)  # the pacing under test at its defaults (bot/inputs/repo_config.py)
         # Half the debates per worker at most: both processes write to the one
         # installation, so the pacing they share is what is measured.
         h.env["DEBATE_BOT_WORKER_CONCURRENCY"] = str(ONE_DEBATES // 2)
@@ -539,7 +539,7 @@ def one_installation_part(models_url: str, latency: float, timeout_s: float) -> 
         bodies = []
         for i in range(ONE_DEBATES):
             # One requester per debate: the default quota lets a user start 10 a day
-            # in a repository (bot/config.py Quotas), and this is not about quotas.
+            # in a repository (bot/inputs/repo_config.py Quotas), and this is not about quotas.
             user = f"dev{i + 1}"
             github.set_permission(ONE_REPO, user, "admin")
             number = github.add_issue(ONE_REPO, title=f"{TITLE} ({i + 1})", body="For partners.")

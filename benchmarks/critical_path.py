@@ -34,9 +34,9 @@ from benchmarks._support_models import (
     word_count,
 )
 from benchmarks.common import print_table
-from bot.debate.protocol import next_step
-from bot.debate.types import DebateSpec, Outcome, Turn, TurnOrder
-from bot.llm.router import ModelRouter
+from bot.engine.protocol import next_step
+from bot.engine.types import DebateSpec, Outcome, Turn, TurnOrder
+from bot.models.router import ModelRouter
 
 TARGET = 1.10
 ROUNDS = 3
@@ -166,7 +166,7 @@ def main(argv: list[str]) -> int:
     for m in results:
         bare = statistics.median(m.bare_s)
         print(
-            f"info  {m.order}: the run layer (bot.runner.execute) vs a bare gather loop, "
+            f"info  {m.order}: the run layer (bot.run.execute) vs a bare gather loop, "
             f"interleaved: {m.wall_s:.3f} s vs {bare:.3f} s = {m.wall_s / bare:.3f}"
         )
     return 0

@@ -1,7 +1,7 @@
 """Estimate accuracy: a run's estimated cost beside its real spend, per mode.
 
 For each of the four modes (debate, critique, arbitrate, proposal) the same
-spec is estimated (``bot.llm.estimate.estimate_run``, as admission does before
+spec is estimated (``bot.models.estimate.estimate_run``, as admission does before
 a run starts) and then driven through the real engine and router against the
 loopback fake model server, which reports usage (cached input included) as
 providers do; the real spend is what the router priced from those reports.
@@ -22,7 +22,7 @@ estimate built on the plan's expected convergence cannot see, bounded by the
 run's cost cap (the admitted budget) instead.
 
 A row with tools on drives the debate through the service's tool loop
-(``bot/tool_loop.py``) against the tool-calling fake server, over an in-memory
+(``bot/run/tool_loop.py``) against the tool-calling fake server, over an in-memory
 repository whose files are sized so that each turn uses the share of its tool
 budget the estimate assumes (``TOOL_FILL`` of its steps and bytes): it measures
 the estimate's arithmetic of a tool turn (every step re-sending the
@@ -51,14 +51,14 @@ from benchmarks._support_models import (
     router_settings,
 )
 from benchmarks.common import print_table
-from bot.debate.rehearsal import reply
-from bot.debate.tools import MAX_BYTES, MAX_STEPS
-from bot.debate.types import ArbitrationContext, DebateSpec, Mode, Turn
-from bot.llm.estimate import TOOL_FILL, estimate_run
-from bot.llm.pricing import PriceBook
-from bot.llm.router import ModelRouter
-from bot.llm.scripted import ReplyScript
-from bot.tool_loop import ToolLoop
+from bot.engine.rehearsal import reply
+from bot.engine.tools import MAX_BYTES, MAX_STEPS
+from bot.engine.types import ArbitrationContext, DebateSpec, Mode, Turn
+from bot.models.estimate import TOOL_FILL, estimate_run
+from bot.models.pricing import PriceBook
+from bot.models.router import ModelRouter
+from bot.models.scripted import ReplyScript
+from bot.run.tool_loop import ToolLoop
 from testkit.fakes.memory_repo import MemoryReader, run_tool
 from testkit.fakes.model_server import tokenize
 from testkit.fakes.tool_server import Call, Seen, ToolModelServer

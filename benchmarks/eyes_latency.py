@@ -62,7 +62,7 @@ from benchmarks.common import (
     slowed,
     slowed_text,
 )
-from bot.config import Settings
+from bot.core.settings import Settings
 from bot.github.webhooks import sign
 from bot.store.engine import normalize_url
 from bot.store.schema import deliveries, runs

@@ -1,5 +1,5 @@
 """HTTP client CPU: what one GitHub or model call costs the bot's process on the
-wire, with httpx's own transport (httpcore) against ``bot.transport``'s aiohttp
+wire, with httpx's own transport (httpcore) against ``bot.core.transport``'s aiohttp
 one, both under the same ``httpx`` client the bot uses.
 
 A bare uvicorn endpoint (its own process) answers POSTs of an 8 KB JSON body, the
@@ -22,14 +22,14 @@ import httpx
 
 from benchmarks._ingest_apps import ROUTE
 from benchmarks.common import print_table, uvicorn_server
-from bot.transport import AiohttpTransport, LeanAsyncClient
+from bot.core.transport import AiohttpTransport, LeanAsyncClient
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "y" * 8000}]}
 TRANSPORTS: dict[str, Callable[[], httpx.AsyncBaseTransport]] = {
     "httpcore (httpx's own)": lambda: httpx.AsyncHTTPTransport(
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=None)
     ),
-    "aiohttp (bot.transport)": AiohttpTransport,
+    "aiohttp (bot.core.transport)": AiohttpTransport,
 }
 
 

@@ -1,6 +1,6 @@
 """Ingestion: signed deliveries per second and time to 202 at 50 concurrent clients.
 
-The real webhook route (``bot.app.main.create_app`` on a fresh SQLite file
+The real webhook route (``bot.service.web.main.create_app`` on a fresh SQLite file
 database) is measured beside a bare FastAPI route answering 202, each in its own
 uvicorn process with the same settings, in the same run. Targets (issue 3):
 at least half the bare throughput, and p99 under 50 ms. Afterwards the run is

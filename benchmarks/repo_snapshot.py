@@ -30,9 +30,9 @@ import anyio
 from pydantic import SecretStr
 
 from benchmarks.common import print_table
-from bot.config import Settings
-from bot.debate.types import RepoRef
-from bot.errors import GitHubError
+from bot.core.errors import GitHubError
+from bot.core.settings import Settings
+from bot.engine.types import RepoRef
 from bot.github.gateway import GitHubGateway, InstallationClient
 from bot.repo.cache import SnapshotCache
 from bot.repo.github import GitHubReader, ReaderLimits

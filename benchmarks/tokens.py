@@ -46,9 +46,9 @@ from benchmarks._support_models import (
     word_count,
 )
 from benchmarks.common import print_table
-from bot.debate import prompts
-from bot.debate.types import DebateSpec, ModelRequest, Prompt, Turn
-from bot.llm.router import ModelRouter
+from bot.engine import prompts
+from bot.engine.types import DebateSpec, ModelRequest, Prompt, Turn
+from bot.models.router import ModelRouter
 from testkit.fakes.model_server import FakeModelServer, tokenize
 
 PLAN_WORDS = 2000

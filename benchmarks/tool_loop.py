@@ -1,9 +1,9 @@
 """Tool loop: what reading the repository costs in wall time and in input tokens.
 
-Both parts drive the real router and tool loop (``bot/tool_loop.py``) against
+Both parts drive the real router and tool loop (``bot/run/tool_loop.py``) against
 the loopback tool-calling fake server (``testkit/fakes/tool_server.py``), over an
 in-memory repository; the debate runs through the one run layer
-(``bot.runner.execute``, as the worker and the CLI run it).
+(``bot.run.execute``, as the worker and the CLI run it).
 
 1. Critical path. A 3-round debate of two personas (parallel) whose personas and
    judge make k = 3 tool calls per turn, one per step, then answer: 4 model
@@ -29,9 +29,9 @@ from typing import Any
 
 from benchmarks._support_models import drive, served_in_child
 from benchmarks.common import print_table
-from bot.config import Settings
-from bot.debate import rehearsal
-from bot.debate.types import (
+from bot.core.settings import Settings
+from bot.engine import rehearsal
+from bot.engine.types import (
     DebateSpec,
     ModelRequest,
     PersonaSpec,
@@ -39,8 +39,8 @@ from bot.debate.types import (
     ToolBudget,
     TurnKey,
 )
-from bot.llm.router import ModelRouter
-from bot.tool_loop import ToolLoop
+from bot.models.router import ModelRouter
+from bot.run.tool_loop import ToolLoop
 from testkit.fakes.memory_repo import MemoryReader, run_tool
 from testkit.fakes.tool_server import Call, Seen, ToolModelServer
 

@@ -1,5 +1,5 @@
 """`python -m bot`: the CLI without relying on the installed script."""
 
-from bot.cli import main
+from bot.cli.main import main
 
 main()

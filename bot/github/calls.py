@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 from githubkit.response import Response
 
+from bot.core.logs import get_logger
 from bot.github.session import GitHubSession, Op, github_error, json_body, json_dict
-from bot.logs import get_logger
 
 log = get_logger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Annotated, ClassVar, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from bot.errors import PayloadError
+from bot.core.errors import PayloadError
 
 
 def _none_to_empty(value: object) -> object:
@@ -258,6 +258,6 @@ def parse_payload(model: type[E], body: bytes) -> E:
 def parse_event(event: str, body: bytes) -> WebhookEvent | None:
     """Parse a delivery given its `X-GitHub-Event` header, as whichever model above
     describes that event; None (the body not even decoded) for any other event.
-    Which events the bot acts on is the router's business (bot/worker/routes.py)."""
+    Which events the bot acts on is the router's business (bot/service/worker/routes.py)."""
     model = _models().get(event)
     return None if model is None else parse_payload(model, body)

@@ -3,7 +3,7 @@
 ``sanitize`` is applied to every comment body before it is posted. It:
 
 1. redacts secrets as ``[REDACTED:<kind>]`` everywhere, code blocks included
-   (``bot.redact.redact_secrets``);
+   (``bot.core.redact.redact_secrets``);
 2. escapes anything resembling our marker (``<!-- debate-bot:``, in any case or
    spacing, with entity-encoded ``<``/``!``/``-`` or zero-width characters) into
    the inert canonical text ``&lt;!-- debate‑bot`` (a non-breaking hyphen), so it
@@ -36,7 +36,7 @@ from functools import lru_cache
 from markdown_it import MarkdownIt
 
 # Re-exported: callers that sanitize GitHub text also redact with it.
-from bot.redact import redact_secrets as redact_secrets
+from bot.core.redact import redact_secrets as redact_secrets
 
 ZWSP = "\u200b"
 MARKER_ESCAPED = "&lt;!-- debate\u2011bot"

@@ -47,9 +47,8 @@ from githubkit.exception import RequestError, RequestFailed, RequestTimeout
 from githubkit.response import Response
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from bot.aio import store_call
-from bot.config import Settings
-from bot.errors import (
+from bot.core.aio import store_call
+from bot.core.errors import (
     ConfigError,
     GitHubError,
     RateLimited,
@@ -57,11 +56,12 @@ from bot.errors import (
     TargetGone,
     TransientGitHubError,
 )
+from bot.core.logs import get_logger
+from bot.core.settings import Settings
+from bot.core.transport import AiohttpTransport, LeanAsyncClient
 from bot.github.auth import InstallationToken, TokenCache
 from bot.github.pacing import SharedSlots, WritePacer, spacing
 from bot.github.retry import decide, rate_limit_wait
-from bot.logs import get_logger
-from bot.transport import AiohttpTransport, LeanAsyncClient
 
 log = get_logger(__name__)
 
@@ -486,7 +486,7 @@ class GitHubSession:
                     raise _Retry(0.0, error) from None
                 if raw.status_code >= 500 and not replay_safe:
                     # GitHub may have created the object before failing: the caller
-                    # checks before trying again (see bot/worker/publish.py).
+                    # checks before trying again (see bot/service/worker/publish.py).
                     raise error from None
                 # A rate-limited POST is repeated even when not replay-safe: GitHub
                 # refuses it rather than performing it ("temporarily blocked from
@@ -583,7 +583,7 @@ class GitHubSession:
             if delay <= 0:
                 return
             if delay > self._max_wait_s:
-                # The run is handed back until then (bot/worker/pool.py).
+                # The run is handed back until then (bot/service/worker/pool.py).
                 raise RateLimited(
                     f"GitHub {method} {route} not sent: the installation is rate-limited "
                     f"for {delay:.0f}s more",

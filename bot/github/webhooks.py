@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from bot.errors import WebhookError
+from bot.core.errors import WebhookError
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
 _PREFIX = "sha256="

@@ -8,6 +8,6 @@
 - ``tools``: ``run_tool`` — ``list_files``, ``read_file``, ``search_code``
 - ``search`` (RE2, bounded), ``archive`` (tarball in memory), ``paths`` (what a safe path is)
 
-Imports nothing of ``bot.llm``, ``bot.worker`` or ``bot.store``
+Imports nothing of ``bot.models``, ``bot.service.worker`` or ``bot.store``
 (tests/unit/repo/test_boundaries.py).
 """

@@ -25,8 +25,8 @@ from typing import Any, Protocol
 
 import anyio
 
-from bot.debate.types import RepoRef
-from bot.logs import get_logger
+from bot.core.logs import get_logger
+from bot.engine.types import RepoRef
 from bot.repo.archive import unpack_into
 from bot.repo.cache import SnapshotCache
 from bot.repo.local import checkout_at

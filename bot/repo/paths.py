@@ -40,7 +40,7 @@ class Refused(Exception):
     """A read the model asked for that cannot be served; the text, written for the
     model, says why and what to do instead.
 
-    A control-flow signal, not an error of the bot (so not in ``bot/errors.py``):
+    A control-flow signal, not an error of the bot (so not in ``bot/core/errors.py``):
     ``bot.repo.tools.run_tool`` turns it into an error answer the model sees, and it
     never leaves this package.
     """

@@ -375,7 +375,7 @@ class Snapshot:
         return 0 if self.is_dir(path) and path else None
 
     def listing(self) -> Iterator[tuple[str, int, str]]:
-        """(path, size, kind) of every entry and folder (``bot.brief.source.RepoFiles``)."""
+        """(path, size, kind) of every entry and folder (``bot.repo.brief.source.RepoFiles``)."""
         for d in self._dirs:
             yield d, 0, "folder"
         for e in self._entries.values():

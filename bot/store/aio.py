@@ -1,7 +1,7 @@
 """AsyncStore: the store for async code, ``await db.x(…)`` for ``store.x(…)``.
 
 The store is synchronous (SQLAlchemy Core, one short transaction a call). Each
-method here runs its ``RunStore`` namesake through ``bot.aio.store_call``: a
+method here runs its ``RunStore`` namesake through ``bot.core.aio.store_call``: a
 PostgreSQL call in a worker thread (its round trip would hold up every other
 run and delivery on the event loop), at most as many at once as the pool holds;
 a SQLite call on the event loop, where it costs less than the hop. Same
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-from bot.aio import store_call
+from bot.core.aio import store_call
 from bot.store.facade import RunStore
 
 P = ParamSpec("P")

@@ -13,7 +13,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot.errors import StoreError
+from bot.core.errors import StoreError
 from bot.store.engine import READ_ONLY, store_failure
 
 Clock = Callable[[], datetime]
@@ -47,7 +47,7 @@ class StoreBase:
     @property
     def local(self) -> bool:
         """A file on this machine (SQLite): async callers run its calls on the
-        event loop (``bot.aio.store_call``)."""
+        event loop (``bot.core.aio.store_call``)."""
         return self._dialect == "sqlite"
 
     @property

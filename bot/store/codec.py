@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 import pydantic
 
-from bot.debate.types import DebateSpec
-from bot.errors import CodecError
+from bot.core.errors import CodecError
+from bot.engine.types import DebateSpec
 
 T = TypeVar("T")
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from bot.errors import StoreError
+from bot.core.errors import StoreError
 from bot.store.base import StoreBase, fair_order, lease_statement
 from bot.store.notify import notify_work
 from bot.store.rows import (

@@ -10,7 +10,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import StaticPool
 
-from bot.errors import StoreError, StoreUnavailable
+from bot.core.errors import StoreError, StoreUnavailable
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 # Execution option marking a connection whose transaction only reads; on SQLite

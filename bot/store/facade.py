@@ -4,10 +4,10 @@ pacing) on the shared base in ``bot/store/base.py``.
 
 Synchronous SQLAlchemy Core over SQLite (embedded default) or PostgreSQL
 (scale-out). Every method is one short transaction and is safe to call from
-several threads (async code awaits it through ``bot.aio.store_call``: in a
+several threads (async code awaits it through ``bot.core.aio.store_call``: in a
 worker thread, or on the event loop for SQLite).
 Times come from the injected ``clock`` so tests can expire leases without
-sleeping. Database failures surface as :class:`bot.errors.StoreError`.
+sleeping. Database failures surface as :class:`bot.core.errors.StoreError`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 
-from bot.errors import StoreError
+from bot.core.errors import StoreError
 from bot.store.base import Clock
 from bot.store.comments import CommentQueries
 from bot.store.deliveries import DeliveryQueries

@@ -5,7 +5,7 @@ transaction and keyed like the turn, so a resumed run never counts a call
 twice. The ledger is the one source for the audit's cost line, budgets,
 ``/debate status``, ``debate-bot spend`` and the spend metrics.
 
-Admission (``bot/runner/admission.py``) is a pure policy; this module holds
+Admission (``bot/run/admission.py``) is a pure policy; this module holds
 what it needs from the database: the lock that makes two commands at once take
 turns (a per-installation and a per-repository advisory lock on PostgreSQL;
 SQLite's ``BEGIN IMMEDIATE`` serialises writers already) and the sums counted
@@ -26,9 +26,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from bot.debate.types import DebateSpec, Turn
-from bot.errors import AdmissionRefused
-from bot.runner.admission import Admitted, Limits, Used, decide, month_start
+from bot.core.errors import AdmissionRefused
+from bot.engine.types import DebateSpec, Turn
+from bot.run.admission import Admitted, Limits, Used, decide, month_start
 from bot.store.base import StoreBase
 from bot.store.codec import spec_to_json
 from bot.store.rows import MonthSpend, RunSpend, SpendBy, SpendLine

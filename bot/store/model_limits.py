@@ -1,7 +1,7 @@
 """Model endpoints' learned limits, shared by every process (PostgreSQL).
 
 An aggregate of ``RunStore`` on the shared base (bot/store/base.py). Each
-process's endpoint gate (bot/llm/gate.py) syncs its view here every few seconds
+process's endpoint gate (bot/models/gate.py) syncs its view here every few seconds
 while it makes calls, and at once after a 429 or an overload, in one
 transaction that locks the endpoint's row:
 

@@ -16,7 +16,7 @@ import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from bot.logs import get_logger
+from bot.core.logs import get_logger
 from bot.store.engine import normalize_url
 
 log = get_logger(__name__)

@@ -8,7 +8,7 @@ from typing import cast
 
 import sqlalchemy as sa
 
-from bot.errors import StoreError
+from bot.core.errors import StoreError
 from bot.store.base import StoreBase
 from bot.store.rows import (
     RedeliveryOutcome,

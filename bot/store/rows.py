@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple, cast
 
-from bot.debate.types import DebateSpec, Evidence, Exchange, Usage
+from bot.engine.types import DebateSpec, Evidence, Exchange, Usage
 from bot.store.codec import from_json, spec_from_json
 from bot.store.trigger import Trigger
 

@@ -11,9 +11,9 @@ from uuid import uuid4
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from bot.debate.types import DebateSpec
-from bot.errors import ActiveRunExists, StoreError
-from bot.runner.admission import Limits
+from bot.core.errors import ActiveRunExists, StoreError
+from bot.engine.types import DebateSpec
+from bot.run.admission import Limits
 from bot.store.base import StoreBase, fair_order, lease_statement
 from bot.store.codec import spec_from_json, spec_to_json, to_json
 from bot.store.ledger import admit, admitted_values, count_runs
@@ -74,7 +74,7 @@ class RunQueries(StoreBase):
 
         ``mode`` defaults to the spec's mode; ``run_id`` to a fresh uuid4. A
         spec with an empty ``seed`` gets the run id as its seed. Admission
-        (``bot/runner/admission.py``: quotas, budgets) is decided in the insert's
+        (``bot/run/admission.py``: quotas, budgets) is decided in the insert's
         transaction, under per-repository (and per-installation) locks on
         PostgreSQL, so two commands at once cannot both take the last run or the
         last dollars; the admitted cap becomes the spec's ``max_cost_usd``.

@@ -214,7 +214,7 @@ installations = sa.Table(
     sa.CheckConstraint(_in("state", INSTALLATION_STATES), name="state"),
 )
 
-# Repositories whose config asks for scheduled design reviews (bot/worker/schedules.py).
+# Repositories whose config asks for scheduled design reviews (bot/service/worker/schedules.py).
 schedules = sa.Table(
     "schedules",
     metadata,
@@ -232,7 +232,7 @@ schedules = sa.Table(
     sa.Index("ix_schedules_next_due", "next_due"),
 )
 
-# Failed deliveries this app asked GitHub to redeliver (bot/app/redeliver.py). The
+# Failed deliveries this app asked GitHub to redeliver (bot/service/web/redeliver.py). The
 # insert is the claim: whichever web process inserts a guid first asks, once.
 # ``outcome`` is NULL while the request is in flight; ``refused``: GitHub would
 # not (too old, gone), never asked again.

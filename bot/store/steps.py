@@ -1,7 +1,7 @@
 """The steps of a turn's tool loop, each stored the moment it completes.
 
 An aggregate of ``RunStore`` on the shared base (bot/store/base.py). A turn
-with tools is several model calls (bot/tool_loop.py); a run killed in
+with tools is several model calls (bot/run/tool_loop.py); a run killed in
 the middle of one resumes from its stored steps, so no finished step is paid
 twice. A step holds the model's calls and the tool answers it got (the answers
 come from the run's pinned commit, so replaying them is exact); the turn's last
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from bot.debate.types import Evidence
+from bot.engine.types import Evidence
 from bot.store.base import StoreBase
 from bot.store.codec import from_json, to_json
 from bot.store.rows import StoredStep

@@ -1,6 +1,6 @@
 """What started a run and what its end must do: stored with the run.
 
-Written once when the run is created (bot/worker/respond.py), read when it
+Written once when the run is created (bot/service/worker/respond.py), read when it
 ends (reactions, labels, arbitration actions, the opened revision PR) and when
 queued work continues on the same PR. Stored with the spec's codec, so a key
 missing from an older row takes its default and an unknown key is ignored.

@@ -8,8 +8,8 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 
-from bot.debate.types import DropClass, Phase, Turn, TurnKey, TurnStatus, Usage
-from bot.errors import RunNotFound
+from bot.core.errors import RunNotFound
+from bot.engine.types import DropClass, Phase, Turn, TurnKey, TurnStatus, Usage
 from bot.store.base import StoreBase
 from bot.store.ledger import record_spend
 from bot.store.rows import (

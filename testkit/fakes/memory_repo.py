@@ -1,7 +1,7 @@
 """A small in-memory repository and tool runner for tests of the tool loop.
 
 It stands in for the snapshot side (``bot/repo``): the same interface the loop
-codes against (``bot/tool_loop.py`` ``Reader``, ``RunTool``), with the
+codes against (``bot/run/tool_loop.py`` ``Reader``, ``RunTool``), with the
 refusals of the contract (a path outside the repository, a missing file, a
 folder given to ``read_file``, a binary, an unknown tool, arguments that are not
 JSON or miss a field) answered as error text, never raised.

@@ -79,9 +79,9 @@ def _truncate(text: str, max_tokens: int) -> tuple[str, bool]:
 
 
 def default_reply_script() -> ReplyScript:
-    """``bot.debate.rehearsal.reply`` if it exists, else an echo of the prompt's tail."""
+    """``bot.engine.rehearsal.reply`` if it exists, else an echo of the prompt's tail."""
     try:
-        module = importlib.import_module("bot.debate.rehearsal")
+        module = importlib.import_module("bot.engine.rehearsal")
         reply: ReplyScript = module.reply
         return reply
     except (ImportError, AttributeError):

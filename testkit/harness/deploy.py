@@ -5,8 +5,8 @@ from __future__ import annotations
 import typer
 from pydantic import AliasChoices
 
-from bot.cli import app as cli_app
-from bot.config import Settings
+from bot.cli.main import app as cli_app
+from bot.core.settings import Settings
 
 
 def cli_commands() -> set[str]:

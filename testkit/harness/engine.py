@@ -11,9 +11,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from bot.debate import rehearsal
-from bot.debate.protocol import next_step
-from bot.debate.types import (
+from bot.engine import rehearsal
+from bot.engine.protocol import next_step
+from bot.engine.types import (
     ArbitrationContext,
     Batch,
     DebateSpec,

@@ -25,7 +25,7 @@ PROXY_VARIABLES = frozenset({"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY
 def clear_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """Unset every variable Settings would read: the prefixed ones and the provider
     aliases (OPENAI_API_KEY, ANTHROPIC_BASE_URL, …), in any case; and the proxy
-    variables the HTTP clients read (bot/transport.py), or a developer's proxy
+    variables the HTTP clients read (bot/core/transport.py), or a developer's proxy
     would carry the tests' loopback calls."""
     read = settings_env_names() | PROXY_VARIABLES
     for name in list(os.environ):

@@ -97,7 +97,7 @@ def finished(h: Harness) -> bool:
 
 
 def never_converge(prompt: str) -> str:
-    from bot.debate.rehearsal import reply
+    from bot.engine.rehearsal import reply
 
     text = reply(prompt)
     return text.replace("AGREE", "HOLD").replace("CONCEDE", "HOLD")

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bot.config import Settings
+from bot.core.settings import Settings
 from testkit.fakes.tool_server import Script, ToolModelServer
 
 KEY = "sk-test-" + secrets.token_hex(8)

@@ -15,12 +15,12 @@ import httpx
 import pytest
 import yaml
 
-from bot.app.main import create_app
-from bot.app.webhook import WEBHOOK_PATH
-from bot.config import Settings
-from bot.metrics import Metrics
+from bot.core.metrics import Metrics
+from bot.core.settings import Settings
+from bot.service.web.main import create_app
+from bot.service.web.webhook import WEBHOOK_PATH
+from bot.service.worker.triggers import build_triggers
 from bot.store import RunStore
-from bot.worker.triggers import build_triggers
 from testkit.harness.deploy import cli_commands, settings_env_names
 
 ROOT = Path(__file__).resolve().parents[2]

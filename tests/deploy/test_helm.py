@@ -12,11 +12,11 @@ import helm_python as helm
 import pytest
 import yaml
 
-from bot.app.main import create_app, create_ops_app
-from bot.config import Settings
-from bot.metrics import Metrics
+from bot.core.metrics import Metrics
+from bot.core.settings import Settings
+from bot.service.web.main import create_app, create_ops_app
+from bot.service.worker.triggers import build_triggers
 from bot.store import RunStore
-from bot.worker.triggers import build_triggers
 from testkit.harness.deploy import cli_commands, settings_env_names
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "debate-bot"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.debate import rehearsal
+from bot.engine import rehearsal
 from testkit.fakes.github_server import FakeGitHub
 from testkit.fakes.tool_server import Call, Seen, ToolModelServer
 from testkit.harness.service import APP_ID, INSTALLATION, REPO, delivery, rsa_keypair

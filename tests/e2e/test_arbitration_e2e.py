@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bot.debate.rehearsal import reply as rehearse
-from bot.worker.arbitration import file_excerpt
+from bot.engine.rehearsal import reply as rehearse
+from bot.service.worker.arbitration import file_excerpt
 from testkit.harness.service import INSTALLATION, REPO, Harness, all_finished, delivery
 from testkit.harness.service import run_rows as runs
 

@@ -201,9 +201,9 @@ def test_an_unknown_failure_is_still_one_line(tmp_path: Path) -> None:
     cwd = tmp_path / "here"
     cwd.mkdir()
     result = subprocess.run(
-        [sys.executable, "-c", "from bot.cli import main; import sys; "
+        [sys.executable, "-c", "from bot.cli.main import main; import sys; "
          "sys.argv = ['debate-bot', 'check-config', '.']; "
-         "import bot.checkconfig as c; c.check_config = lambda p: 1 / 0; main()"],
+         "import bot.inputs.checkconfig as c; c.check_config = lambda p: 1 / 0; main()"],
         cwd=cwd, env=_clean_env(tmp_path), capture_output=True, text=True, timeout=60,
         check=False,
     )  # fmt: skip

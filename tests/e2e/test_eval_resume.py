@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.debate.rehearsal import reply as rehearsal_reply
+from bot.engine.rehearsal import reply as rehearsal_reply
 from testkit.fakes.model_server import FakeModelServer
 
 N_CASES = 8

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.config import load_repo_config
-from bot.errors import ConfigError
+from bot.core.errors import ConfigError
+from bot.inputs.repo_config import load_repo_config
 from testkit.harness.scenarios import seed_issue
 from testkit.harness.service import INSTALLATION, REPO, Harness, delivery, run_rows
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.debate import rehearsal
+from bot.engine import rehearsal
 from testkit.fakes.tool_server import Call, Result, Seen, ToolModelServer
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from bot.app.proxy import delivery_of
 from bot.github.webhooks import sign
+from bot.service.web.proxy import delivery_of
 from testkit.fakes.sse_channel import FakeChannel
 from testkit.harness.service import INSTALLATION, REPO, SECRET, Harness, delivery, run_rows
 

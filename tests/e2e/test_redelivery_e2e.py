@@ -1,4 +1,4 @@
-"""Failed webhook deliveries are asked of GitHub again (bot/app/redeliver.py), end
+"""Failed webhook deliveries are asked of GitHub again (bot/service/web/redeliver.py), end
 to end: `debate-bot serve` down while GitHub delivers, then up (split from
 tests/unit/app/test_redelivery.py)."""
 

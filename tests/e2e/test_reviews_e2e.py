@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.debate.revision import changed_lines, strip_marks
-from bot.worker.reviews import matches
+from bot.engine.revision import changed_lines, strip_marks
+from bot.service.worker.reviews import matches
 from testkit.harness.service import INSTALLATION, REPO, Harness, all_finished, delivery
 from testkit.harness.service import run_rows as runs
 
@@ -250,7 +250,7 @@ def test_revised_plan_marks_are_stripped_for_the_commit() -> None:
 
 def test_a_cut_off_revision_is_never_committed(harness: Harness) -> None:
     """A synthesis cut off by the output limit reads like a much shorter plan."""
-    from bot.debate.rehearsal import reply
+    from bot.engine.rehearsal import reply
 
     h = harness
     body = " ".join(f"step{i} keeps the service up while we migrate." for i in range(30))

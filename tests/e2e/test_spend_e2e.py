@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from bot.llm.estimate import padded_answer
-from bot.llm.pricing import Price, PriceBook
+from bot.models.estimate import padded_answer
+from bot.models.pricing import Price, PriceBook
 from bot.store import RunStore
 from testkit.harness.scenarios import (
     bot_markers,

@@ -11,12 +11,13 @@ from pathlib import Path
 import typer.main
 from pydantic import BaseModel
 
-from bot.cli import app
-from bot.commands.plan import PlanFrontmatter
-from bot.config import RepoConfig, Settings
-from bot.debate.personas import LENSES
-from bot.explain import settings_variable
-from bot.metrics import Metrics
+from bot.cli.main import app
+from bot.core.explain import settings_variable
+from bot.core.metrics import Metrics
+from bot.core.settings import Settings
+from bot.engine.personas import LENSES
+from bot.inputs.plan import PlanFrontmatter
+from bot.inputs.repo_config import RepoConfig
 from bot.store.schema import metadata
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Errors that say verdict or outage truthfully (bot/errors.py).
+"""Errors that say verdict or outage truthfully (bot/core/errors.py).
 
 - A store failure is a verdict unless the database is out (``StoreUnavailable``):
   an undecodable run spec fails the run at its first claim.
@@ -19,9 +19,7 @@ import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
-from bot.config import Settings
-from bot.debate.types import DebateSpec
-from bot.errors import (
+from bot.core.errors import (
     ActiveRun,
     ActiveRunExists,
     CodecError,
@@ -29,15 +27,17 @@ from bot.errors import (
     StoreUnavailable,
     Transient,
 )
+from bot.core.metrics import Metrics
+from bot.core.settings import Settings
+from bot.engine.types import DebateSpec
 from bot.github.gateway import GitHubGateway
-from bot.llm.router import ModelRouter
-from bot.metrics import Metrics
+from bot.models.router import ModelRouter
+from bot.service.worker.context import Services
+from bot.service.worker.pool import Worker, is_transient
+from bot.service.worker.triggers import build_triggers
 from bot.store import RunStore
 from bot.store.engine import store_failure
 from bot.store.schema import runs
-from bot.worker.context import Services
-from bot.worker.pool import Worker, is_transient
-from bot.worker.triggers import build_triggers
 from testkit.harness.service import APP_ID, INSTALLATION, REPO
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,19 +99,20 @@ def test_an_undecodable_spec_fails_the_run_at_its_first_claim(
 
 
 def test_the_error_tree_imports_nothing_of_the_project() -> None:
-    tree = ast.parse((ROOT / "bot" / "errors.py").read_text())
+    tree = ast.parse((ROOT / "bot" / "core" / "errors.py").read_text())
     imported = {
         node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
     } | {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
     assert not {m for m in imported if m == "bot" or m.startswith("bot.")}, imported
 
 
-@pytest.mark.parametrize("module", ["bot.brief", "bot.commands.text", "bot.errors"])
+@pytest.mark.parametrize("module", ["bot.repo.brief", "bot.inputs.text", "bot.core.errors"])
 def test_pure_modules_load_neither_settings_nor_pydantic(module: str) -> None:
     probe = (
         f"import sys, {module}\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('pydantic', 'pydantic_settings', 'sqlalchemy') or m in ('bot.config', 'bot.store'))\n"
+        "('pydantic', 'pydantic_settings', 'sqlalchemy') "
+        "or m in ('bot.core.settings', 'bot.inputs.repo_config', 'bot.store'))\n"
         "print(','.join(bad))\n"
     )
     proc = subprocess.run(

@@ -11,7 +11,7 @@ import sys
 import httpx
 import pytest
 
-from bot.config import Settings
+from bot.core.settings import Settings
 from testkit.harness.isolation import (
     TEST_VARIABLES,
     ForbiddenConnection,

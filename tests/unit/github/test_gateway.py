@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr
 
-from bot.config import Settings
-from bot.errors import ConfigError, GitHubError
+from bot.core.errors import ConfigError, GitHubError
+from bot.core.settings import Settings
 from bot.github.gateway import GitHubGateway, convert_manifest, graphql_url
 from bot.github.pacing import JITTER_MARGIN_S, WritePacer
 from bot.github.retry import decide, parse_retry_after

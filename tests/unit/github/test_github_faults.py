@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr
 
-from bot.config import Settings
-from bot.errors import GitHubError, RateLimited, TargetGone, Transient, TransientGitHubError
+from bot.core.errors import GitHubError, RateLimited, TargetGone, Transient, TransientGitHubError
+from bot.core.settings import Settings
 from bot.github.gateway import GitHubGateway
 from bot.github.session import github_error
 from bot.store import RunStore

@@ -12,8 +12,8 @@ import anyio
 import pytest
 from pydantic import SecretStr
 
-from bot.config import Settings
-from bot.debate.types import RepoRef
+from bot.core.settings import Settings
+from bot.engine.types import RepoRef
 from bot.github.gateway import GitHubGateway
 from bot.repo.cache import SnapshotCache
 from bot.repo.github import GitHubReader, ReaderLimits

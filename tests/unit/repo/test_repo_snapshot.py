@@ -16,9 +16,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bot.brief.source import tree_of
-from bot.debate.types import DebateSpec, RepoRef
+from bot.engine.types import DebateSpec, RepoRef
 from bot.repo.archive import unpack_into
+from bot.repo.brief.source import tree_of
 from bot.repo.cache import SnapshotCache
 from bot.repo.github import html_url
 from bot.repo.local import checkout_at, head_commit, open_checkout
@@ -285,7 +285,7 @@ def test_outside_git_the_walk_skips_dot_files_and_keys(tmp_path: Path) -> None:
 
 
 def test_bot_repo_imports_no_llm_worker_or_store() -> None:
-    banned = ("bot.llm", "bot.worker", "bot.store")
+    banned = ("bot.models", "bot.service.worker", "bot.store")
     for path in Path("bot/repo").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             names = (

@@ -9,7 +9,7 @@ import threading
 from collections import Counter
 from datetime import timedelta
 
-from bot.debate.types import DebateSpec
+from bot.engine.types import DebateSpec
 from bot.store import RunStore
 from bot.store.rows import RunRow
 from testkit.harness.stores import FakeClock, race

@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from bot.debate.types import DebateSpec
+from bot.engine.types import DebateSpec
 from bot.store import NewDelivery, RunStore
 from bot.store.notify import WORK_CHANNEL
 

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.debate.types import DebateSpec, PersonaSpec, Turn, TurnKey, Usage
-from bot.errors import BudgetSpent, PriceUnknown, QuotaSpent
-from bot.runner.admission import Budget, Limits, Quota
+from bot.core.errors import BudgetSpent, PriceUnknown, QuotaSpent
+from bot.engine.types import DebateSpec, PersonaSpec, Turn, TurnKey, Usage
+from bot.run.admission import Budget, Limits, Quota
 from bot.store import RunStore
 from bot.store.rows import SpendLine
 from testkit.harness.stores import FakeClock, race

@@ -22,7 +22,15 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from bot.debate.types import (
+from bot.core.errors import (
+    ActiveRunExists,
+    CodecError,
+    QuotaSpent,
+    RunNotFound,
+    StoreError,
+    StoreUnavailable,
+)
+from bot.engine.types import (
     ArbitrationContext,
     ContextFile,
     DebateSpec,
@@ -32,15 +40,7 @@ from bot.debate.types import (
     TurnKey,
     Usage,
 )
-from bot.errors import (
-    ActiveRunExists,
-    CodecError,
-    QuotaSpent,
-    RunNotFound,
-    StoreError,
-    StoreUnavailable,
-)
-from bot.runner.admission import Limits, Quota
+from bot.run.admission import Limits, Quota
 from bot.store import (
     CommentRecord,
     NewDelivery,

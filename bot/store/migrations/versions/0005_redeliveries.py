@@ -4,7 +4,7 @@ Revision ID: 0005
 Revises: 0004
 Create Date: 2026-12-01
 
-Failed webhook deliveries are asked of GitHub again (bot/app/redeliver.py); the
+Failed webhook deliveries are asked of GitHub again (bot/service/web/redeliver.py); the
 ``redeliveries`` insert is the claim that makes one process ask, once per guid.
 """
 

@@ -1,0 +1,242 @@
+"""`debate-bot doctor`: check what a first deployment gets wrong, one line each
+with the fix. Secrets are never shown, only whether they are set."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+import yaml
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+from bot.core.errors import BotError, ConfigError, ModelError
+from bot.core.explain import check_sqlite_folder, explain, first_line
+from bot.core.redact import redact_secrets
+from bot.core.settings import Settings
+from bot.engine.types import ModelRequest, Prompt, TurnKey
+from bot.github.gateway import GitHubGateway
+from bot.github.manifest import load_app_manifest
+from bot.models.router import ModelRouter
+from bot.store import RunStore
+
+PERMISSION_RANK = {"read": 1, "write": 2, "admin": 3}
+MAX_INSTALLATIONS = 5  # tokens fetched to prove installations are reachable
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _settings_checks(settings: Settings, key: str | None, key_error: str) -> list[Check]:
+    key_source = (
+        f"file {settings.private_key_file}" if settings.private_key_file else "inline (masked)"
+    )
+    rows = [
+        (
+            "DEBATE_BOT_APP_ID",
+            "DEBATE_BOT_APP_ID",
+            settings.app_id is not None,
+            str(settings.app_id) if settings.app_id is not None else "not set",
+        ),
+        (
+            "DEBATE_BOT_PRIVATE_KEY(_FILE)",
+            "DEBATE_BOT_PRIVATE_KEY_FILE (or DEBATE_BOT_PRIVATE_KEY)",
+            bool(key),
+            key_source if key else key_error or "not set",
+        ),
+        (
+            "DEBATE_BOT_WEBHOOK_SECRET",
+            "DEBATE_BOT_WEBHOOK_SECRET",
+            settings.webhook_secret is not None,
+            "set (masked)" if settings.webhook_secret else "not set",
+        ),
+    ]
+    checks = [
+        Check(name, ok, detail, "" if ok else f"set {variable} in .env or the environment")
+        for name, variable, ok, detail in rows
+    ]
+    if key:
+        try:
+            load_pem_private_key(key.encode(), password=None)
+            checks.append(Check("private key parses", True, "PEM private key"))
+        except (ValueError, TypeError):
+            checks.append(
+                Check(
+                    "private key parses",
+                    False,
+                    "not a PEM private key",
+                    "download a new key from the app's settings page",
+                )
+            )
+    return checks
+
+
+def _grants(app: dict[str, Any], manifest: dict[str, Any]) -> list[Check]:
+    granted: dict[str, str] = app.get("permissions") or {}
+    wanted: dict[str, str] = manifest.get("default_permissions") or {}
+    short = [
+        f"{name}: {level} (has {granted.get(name, 'none')})"
+        for name, level in wanted.items()
+        if PERMISSION_RANK.get(granted.get(name, ""), 0) < PERMISSION_RANK.get(level, 0)
+    ]
+    events = set(app.get("events") or [])
+    missing_events = sorted(set(manifest.get("default_events") or []) - events)
+    fix = "grant them in the app's settings (Permissions & events), then accept them per install"
+    return [
+        Check(
+            "app permissions",
+            not short,
+            "as deploy/app.yml" if not short else "missing " + "; ".join(short),
+            "" if not short else fix,
+        ),
+        Check(
+            "app events",
+            not missing_events,
+            "as deploy/app.yml" if not missing_events else "missing " + ", ".join(missing_events),
+            "" if not missing_events else fix,
+        ),
+    ]
+
+
+async def _github_checks(settings: Settings, manifest: dict[str, Any]) -> list[Check]:
+    try:
+        gateway = GitHubGateway(settings, max_attempts=2, timeout_s=10.0)
+    except ConfigError as exc:
+        return [Check("GitHub accepts the app", False, exc.public, "fix the settings above")]
+    async with gateway:
+        try:
+            app = await gateway.app_info()
+        except BotError as exc:
+            return [
+                Check(
+                    "GitHub accepts the app",
+                    False,
+                    str(exc) or exc.public,
+                    "check DEBATE_BOT_APP_ID, the key, and DEBATE_BOT_GITHUB_API_URL",
+                )
+            ]
+        checks = [Check("GitHub accepts the app", True, f"GET /app: {app.get('slug')}")]
+        if manifest:  # else the manifest row above already failed
+            checks += _grants(app, manifest)
+        try:
+            ids = await gateway.installation_ids()
+            for installation_id in ids[:MAX_INSTALLATIONS]:
+                await gateway.installation(installation_id)
+        except BotError as exc:
+            checks.append(
+                Check("installations", False, str(exc) or exc.public, "check the app's installs")
+            )
+            return checks
+        checks.append(
+            Check(
+                "installations",
+                bool(ids),
+                f"{len(ids)} installed, tokens issued" if ids else "installed nowhere",
+                "" if ids else "install the app on a repository from its public page",
+            )
+        )
+    return checks
+
+
+def _database_checks(settings: Settings) -> list[Check]:
+    try:
+        check_sqlite_folder(settings.database_url)
+        store = RunStore.from_url(settings.database_url)
+    except ConfigError as exc:
+        return [Check("database", False, exc.public, "fix DEBATE_BOT_DATABASE_URL")]
+    except BotError as exc:
+        return [Check("database", False, exc.public, "check DEBATE_BOT_DATABASE_URL")]
+    try:
+        head = ScriptDirectory.from_config(store.alembic_config()).get_current_head()
+        with store.engine.connect() as conn:
+            current = MigrationContext.configure(conn).get_current_revision()
+        migrated = current == head
+        return [
+            Check("database", True, f"reachable ({store.engine.dialect.name})"),
+            Check(
+                "schema",
+                migrated,
+                f"at {current}" if migrated else f"at {current or 'nothing'}, code needs {head}",
+                "" if migrated else "run `debate-bot migrate`",
+            ),
+        ]
+    except (BotError, sa.exc.SQLAlchemyError) as exc:
+        # The driver's words ("connection refused", "password authentication
+        # failed"), the URL's password masked.
+        line = explain(exc, database_url=settings.database_url).line
+        return [Check("database", False, line, "check DEBATE_BOT_DATABASE_URL and the server")]
+    finally:
+        store.dispose()
+
+
+async def _model_checks(settings: Settings) -> list[Check]:
+    models = list(dict.fromkeys([*settings.default_models, settings.default_model or ""]))
+    models = [m for m in models if m]
+    if not models:
+        return [
+            Check(
+                "models",
+                False,
+                "none configured",
+                "set DEBATE_BOT_DEFAULT_MODEL (and a provider key, e.g. OPENAI_API_KEY)",
+            )
+        ]
+    # One attempt each: a server that refuses says so now, not after the backoff.
+    async with ModelRouter(settings.model_copy(update={"model_max_retries": 0})) as router:
+        return [await _model_check(router, ref) for ref in models]
+
+
+async def _model_check(router: ModelRouter, ref: str) -> Check:
+    name = f"model {ref}"
+    fix = "check the provider's key, base URL and the model's name"
+    try:
+        provider, model = router.resolve(ref)
+    except ConfigError as exc:
+        return Check(name, False, exc.public, "name it as provider/model")
+    if provider not in router.available_providers():
+        variable = f"{provider.upper()}_API_KEY"
+        return Check(name, False, f"no credentials for {provider}", f"set {variable}")
+    request = _ping_request(ref)
+    started = time.monotonic()
+    try:
+        await router.provider(provider).generate(model, request.prompt, request.max_output_tokens)
+    except ModelError as exc:
+        # e.g. "openai: cannot connect (connection refused)"; secrets already scrubbed.
+        detail = redact_secrets(first_line(str(exc)) or exc.drop_class)
+        return Check(name, False, f"{exc.drop_class}: {detail}", fix)
+    return Check(name, True, f"answered in {int((time.monotonic() - started) * 1000)} ms")
+
+
+def _ping_request(ref: str) -> ModelRequest:
+    return ModelRequest(
+        key=TurnKey(phase="frame", round=0, slot="doctor"),
+        models=(ref,),
+        prompt=Prompt(system="Answer with one word.", prefix="", suffix="Say OK."),
+        max_output_tokens=16,
+    )
+
+
+async def run_checks(settings: Settings) -> list[Check]:
+    try:
+        key, key_error = settings.private_key_pem(), ""
+    except ConfigError as exc:  # a key file that cannot be read
+        key, key_error = None, exc.public
+    checks = _settings_checks(settings, key, key_error)
+    try:
+        manifest = load_app_manifest()
+    except (OSError, ConfigError, yaml.YAMLError) as exc:
+        checks.append(Check("deploy/app.yml", False, type(exc).__name__, "reinstall debate-bot"))
+        manifest = {}
+    if settings.app_id is not None and key:
+        checks += await _github_checks(settings, manifest)
+    checks += _database_checks(settings)
+    checks += await _model_checks(settings)
+    return checks

@@ -1,0 +1,347 @@
+"""Model references → providers, with fallbacks; the worker's one entry point to models.
+
+A reference is ``provider/model``: ``openai/gpt-4.1-mini``,
+``anthropic/claude-sonnet-4-5``, ``ollama/llama3.1`` (OpenAI-compatible, at
+OPENAI_BASE_URL), ``scripted/<anything>``, or ``<named endpoint>/<model>`` for an
+endpoint from the server settings (a named endpoint shadows a built-in name).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from types import TracebackType
+from typing import Self, cast
+
+import anyio
+import httpx
+from pydantic import SecretStr
+
+from bot.core.errors import ConfigError, ModelError
+from bot.core.logs import get_logger
+from bot.core.settings import Endpoint, Settings
+from bot.core.transport import AiohttpTransport, LeanAsyncClient
+from bot.engine.types import DropClass, ModelRequest, Turn, Usage
+from bot.models.anthropic import AnthropicProvider
+from bot.models.base import DROP_CLASSES, Provider, Route, ToolProvider, prompt_tokens
+from bot.models.fair import Share, calling
+from bot.models.gate import EndpointGate, SharedLimits
+from bot.models.http import HttpProvider
+from bot.models.openai import OpenAIProvider
+from bot.models.pricing import load_price_book
+from bot.models.retry import RetryPolicy
+from bot.models.scripted import ReplyScript, ScriptedProvider
+
+log = get_logger(__name__)
+
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+# Served by whatever OpenAI-compatible server OPENAI_BASE_URL points at.
+OPENAI_COMPATIBLE_ALIASES = ("ollama",)
+
+
+class ModelRouter:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        scripted_responder: ReplyScript | None = None,
+        shared_limits: SharedLimits | None = None,
+    ) -> None:
+        for name in settings.endpoints:
+            if not name or "/" in name:
+                raise ConfigError(f"endpoint name {name!r} must be non-empty and contain no '/'")
+        _check_base_url("OPENAI_BASE_URL", settings.openai_base_url)
+        _check_base_url("ANTHROPIC_BASE_URL", settings.anthropic_base_url)
+        for name, endpoint in settings.endpoints.items():
+            _check_base_url(f"endpoint {name!r} base_url", endpoint.base_url)
+        policy = RetryPolicy.from_settings(settings)
+        # Every call is priced here, by the deployment's book, whatever the provider.
+        self.prices = load_price_book(settings.prices_file, settings.unknown_price)
+        # One client for every provider; timeouts are per request. The providers'
+        # gates bound the calls in flight, not the connection pool (unbounded).
+        # A provider's gate (bot/models/gate.py) is held per HTTP attempt, not across
+        # backoff waits; `provider_concurrency` sets its ceiling by name.
+        limits = _provider_limits(settings)
+        self._client = LeanAsyncClient(
+            transport=transport or AiohttpTransport(), timeout=policy.timeout_s
+        )
+        self._providers: dict[str, Provider] = {}
+        available = {"scripted"}
+
+        openai_key = _secret(settings.openai_api_key)
+        openai = OpenAIProvider(
+            base_url=settings.openai_base_url,
+            api_key=openai_key,
+            client=self._client,
+            policy=policy,
+            max_concurrency=limits["openai"],
+        )
+        self._providers["openai"] = openai
+        for alias in OPENAI_COMPATIBLE_ALIASES:
+            self._providers[alias] = openai
+        local_server = settings.openai_base_url.rstrip("/") != DEFAULT_OPENAI_BASE_URL.rstrip("/")
+        if openai_key or local_server:  # Ollama and friends need no key
+            available.add("openai")
+        if local_server:
+            available.update(OPENAI_COMPATIBLE_ALIASES)
+
+        anthropic_key = _secret(settings.anthropic_api_key)
+        self._providers["anthropic"] = AnthropicProvider(
+            base_url=settings.anthropic_base_url,
+            api_key=anthropic_key,
+            client=self._client,
+            policy=policy,
+            max_concurrency=limits["anthropic"],
+        )
+        if anthropic_key:
+            available.add("anthropic")
+
+        self._providers["scripted"] = ScriptedProvider(scripted_responder)
+
+        for name, endpoint in settings.endpoints.items():
+            endpoint = endpoint.model_copy(update={"max_concurrency": limits[name]})
+            self._providers[name] = self._endpoint_provider(name, endpoint, policy)
+            available.add(name)
+        self._available = frozenset(available)
+        self._configure_gates(settings, limits, policy, shared_limits)
+        # Resolved now: a typo'd model limit would silently limit nothing.
+        self._model_limits = {
+            "/".join(self.resolve(ref)): n for ref, n in settings.model_concurrency.items()
+        }
+        # One limiter per limited model, made on first use (inside the event loop).
+        self._model_limiters: dict[str, anyio.CapacityLimiter] = {}
+
+    def _configure_gates(
+        self,
+        settings: Settings,
+        limits: dict[str, int],
+        policy: RetryPolicy,
+        shared: SharedLimits | None,
+    ) -> None:
+        """One gate per HTTP endpoint (the aliases share OpenAI's), with the
+        settings' ceilings; shared across processes under ``<name> <base URL>``."""
+        for name in settings.model_rate_limits:
+            if name not in self._providers:
+                known = ", ".join(sorted(self._providers))
+                raise ConfigError(
+                    f"model_rate_limits names unknown provider {name!r} (known: {known})"
+                )
+        urls = {"openai": settings.openai_base_url, "anthropic": settings.anthropic_base_url}
+        urls.update({name: e.base_url for name, e in settings.endpoints.items()})
+        for name, url in urls.items():
+            provider = self._providers[name]
+            if not isinstance(provider, HttpProvider):
+                continue
+            ceiling = settings.model_rate_limits.get(name)
+            provider.gate = EndpointGate(
+                name,
+                key=f"{name} {url.rstrip('/')}",
+                ceiling=limits[name],
+                initial=settings.provider_initial_concurrency,
+                requests_per_minute=ceiling.requests_per_minute if ceiling else None,
+                tokens_per_minute=ceiling.tokens_per_minute if ceiling else None,
+                max_hold_s=max(1.0, policy.max_wait_s),
+                shared=shared,
+            )
+
+    def gate(self, provider: str) -> EndpointGate | None:
+        """The gate of a provider name (None: not an HTTP endpoint)."""
+        found = self._providers.get(provider)
+        return found.gate if isinstance(found, HttpProvider) else None
+
+    def _endpoint_provider(self, name: str, endpoint: Endpoint, policy: RetryPolicy) -> Provider:
+        key = _secret(endpoint.api_key)
+        if endpoint.kind == "anthropic":
+            return AnthropicProvider(
+                base_url=endpoint.base_url,
+                api_key=key,
+                client=self._client,
+                policy=policy,
+                max_concurrency=endpoint.max_concurrency,
+                name=name,
+            )
+        return OpenAIProvider(
+            base_url=endpoint.base_url,
+            api_key=key,
+            client=self._client,
+            policy=policy,
+            max_concurrency=endpoint.max_concurrency,
+            name=name,
+        )
+
+    def available_providers(self) -> frozenset[str]:
+        """Providers that have credentials or an endpoint (``scripted`` always)."""
+        return self._available
+
+    def provider(self, name: str) -> Provider:
+        """The provider ``resolve`` named, for a direct probe (`debate-bot doctor`)."""
+        return self._providers[name]
+
+    def resolve(self, model_ref: str) -> tuple[str, str]:
+        """``provider/model`` → (provider, model name); ConfigError if it names no provider."""
+        provider, sep, name = model_ref.strip().partition("/")
+        if not sep or not provider or not name:
+            raise ConfigError(
+                f"model reference {model_ref!r} must look like provider/model "
+                "(e.g. openai/gpt-4.1-mini)"
+            )
+        if provider not in self._providers:
+            known = ", ".join(sorted(self._providers))
+            raise ConfigError(
+                f"unknown model provider {provider!r} in {model_ref!r} (known: {known})"
+            )
+        return provider, name
+
+    def route(self, ref: str) -> Route | None:
+        """``ref``'s provider, model, slot and pricing for the tool loop
+        (bot/run/tool_loop.py), which makes its own calls (inside ``calling``, as
+        ``complete`` does, so its steps wait their fair turn at the same gate);
+        None when ``complete`` would skip ``ref`` too."""
+        try:
+            provider_name, model = self.resolve(ref)
+        except ConfigError:
+            return None
+        if provider_name not in self._available:
+            return None
+        provider = cast(ToolProvider, self._providers[provider_name])
+        full = f"{provider_name}/{model}"
+        return Route(
+            ref,
+            model,
+            provider,
+            lambda: self._model_slot(full),
+            charge=lambda usage: self.prices.charge(full, usage),
+        )
+
+    async def complete(self, request: ModelRequest, share: Share | None = None) -> Turn:
+        """Try ``request.models`` in order; an ok Turn from the first that answers,
+        else a dropped Turn with the last failure's class. Never raises for model failures.
+
+        ``share`` says whose call it is (installation, run), for the fair turns
+        waiting calls get at a busy endpoint (bot/models/fair.py)."""
+        with calling(share, prompt_tokens(request.prompt), request.max_output_tokens):
+            return await self._complete(request)
+
+    async def _complete(self, request: ModelRequest) -> Turn:
+        started = time.monotonic()
+        last_class: DropClass = "unavailable"
+        last_ref = request.models[-1] if request.models else ""
+        for ref in request.models:
+            try:
+                provider_name, model = self.resolve(ref)
+            except ConfigError as exc:
+                # A bad fallback must not sink the persona while another ref may work.
+                log.warning("model reference unusable", slot=request.key.slot, error=str(exc))
+                last_class = "unavailable"
+                continue
+            if provider_name not in self._available:
+                log.warning("model provider not configured", model=ref, slot=request.key.slot)
+                last_class = "unavailable"
+                continue
+            try:
+                async with self._model_slot(f"{provider_name}/{model}"):
+                    completion = await self._providers[provider_name].generate(
+                        model, request.prompt, request.max_output_tokens
+                    )
+            except ModelError as exc:
+                last_class = _drop_class(exc.drop_class)
+                log.warning(
+                    "model call failed",
+                    model=ref,
+                    slot=request.key.slot,
+                    drop_class=last_class,
+                    error=str(exc),
+                )
+                continue
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+                # Providers map httpx errors themselves; this keeps the promise above
+                # if one slips through, so the fallbacks still run.
+                last_class = "provider_error"
+                log.warning(
+                    "model call failed",
+                    model=ref,
+                    slot=request.key.slot,
+                    drop_class=last_class,
+                    error=type(exc).__name__,
+                )
+                continue
+            if completion.truncated:
+                # Kept: a cut-off answer usually still carries its points. Logged so
+                # a too-small output budget shows up.
+                log.warning(
+                    "model.truncated",
+                    model=ref,
+                    slot=request.key.slot,
+                    max_output_tokens=request.max_output_tokens,
+                    output_tokens=completion.usage.output_tokens,
+                )
+            return Turn(
+                key=request.key,
+                text=completion.text,
+                model=ref,
+                usage=self.prices.charge(f"{provider_name}/{model}", completion.usage),
+                truncated=completion.truncated,
+            )
+        return Turn(
+            key=request.key,
+            text="",
+            model=last_ref,
+            usage=Usage(latency_ms=int((time.monotonic() - started) * 1000)),
+            status="dropped",
+            drop_class=last_class,
+        )
+
+    def _model_slot(self, ref: str) -> contextlib.AbstractAsyncContextManager[object]:
+        """The model's limiter, or nothing for a model without its own limit."""
+        total = self._model_limits.get(ref)
+        if total is None:
+            return contextlib.nullcontext()
+        limiter = self._model_limiters.get(ref)
+        if limiter is None:
+            limiter = self._model_limiters[ref] = anyio.CapacityLimiter(total)
+        return limiter
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _provider_limits(settings: Settings) -> dict[str, int]:
+    """The ceiling on calls in flight per provider (built-ins and named endpoints)."""
+    limit = max(1, settings.provider_max_concurrency)
+    limits = {"openai": limit, "anthropic": limit}
+    limits.update({name: e.max_concurrency for name, e in settings.endpoints.items()})
+    limits.update(settings.provider_concurrency)
+    return limits
+
+
+def _check_base_url(setting: str, url: str) -> None:
+    """Refuse a base URL no request could use, at startup rather than on every call."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError):
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ConfigError(
+            f"{setting} {url!r} is not a usable URL; it needs http:// or https:// and a host "
+            "(e.g. http://localhost:11434/v1)"
+        )
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() or None if value is not None else None
+
+
+def _drop_class(value: str) -> DropClass:
+    return cast(DropClass, value) if value in DROP_CLASSES else "provider_error"

@@ -1,0 +1,134 @@
+"""Admission: whether a run may start, and with what cost cap (pure policy).
+
+``decide(limits, used)`` is the whole policy: the daily run quotas, the unknown
+price rule and the three budgets (per run, per repository per month, per
+installation per month; docs/configuration.md, "Money"). The store runs it
+inside the transaction and lock ``create_run`` takes and keeps only the sums
+(``Used``); the admitted cap becomes the run's ``DebateSpec.max_cost_usd``.
+Imports only the standard library, ``bot.engine`` and ``bot.core.errors``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from bot.core.errors import AdmissionRefused, BudgetSpent, PriceUnknown, QuotaSpent
+
+QuotaScope = Literal["repo", "user"]
+
+
+@dataclass(frozen=True)
+class Quota:
+    """Daily quotas checked as a run is queued: at most ``per_repo`` runs created
+    in the repository at or after ``since``, and ``per_user`` of them by its requester."""
+
+    since: datetime
+    per_repo: int
+    per_user: int
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The dollar caps that apply to one run (None: no cap) and what it is
+    estimated to cost. Monthly caps count the UTC calendar month."""
+
+    estimate_usd: float
+    per_run_usd: float | None = None
+    repo_month_usd: float | None = None
+    installation_month_usd: float | None = None
+    # Models of the plan with no price (listed or assumed), and whether that refuses it.
+    unpriced: tuple[str, ...] = ()
+    refuse_unpriced: bool = False
+
+    @property
+    def capped(self) -> bool:
+        """Whether any dollar budget applies (the store takes the sums only then)."""
+        return any(
+            cap is not None
+            for cap in (self.per_run_usd, self.repo_month_usd, self.installation_month_usd)
+        )
+
+
+@dataclass(frozen=True)
+class Limits:
+    quota: Quota | None = None
+    budget: Budget | None = None
+
+
+@dataclass(frozen=True)
+class Used:
+    """What the store counted under its lock: runs created since the quota's
+    ``since`` (all, and the requester's), and spend this month with the active
+    runs' reservations (the repository's and the installation's)."""
+
+    repo_runs: int = 0
+    user_runs: int = 0
+    repo_month_usd: float = 0.0
+    installation_month_usd: float = 0.0
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """Start the run; ``cap_usd`` (None: uncapped) is its ``max_cost_usd`` and
+    ``reserved_usd`` what it holds against the budgets until it ends."""
+
+    cap_usd: float | None
+    reserved_usd: float
+
+
+def quota_scope(quota: Quota, total: int, own: int) -> QuotaScope | None:
+    """Which quota is spent when ``total`` runs were started here since, ``own``
+    of them by the requester (the repository's is named first)."""
+    if total >= quota.per_repo:
+        return "repo"
+    if own >= quota.per_user:
+        return "user"
+    return None
+
+
+def next_month(start: datetime) -> datetime:
+    """The first instant of the UTC month after the one ``start`` falls in."""
+    start = start.astimezone(UTC)
+    if start.month == 12:
+        return datetime(start.year + 1, 1, 1, tzinfo=UTC)
+    return datetime(start.year, start.month + 1, 1, tzinfo=UTC)
+
+
+def month_start(now: datetime) -> datetime:
+    """The first instant of ``now``'s UTC month: where monthly budgets reset."""
+    now = now.astimezone(UTC)
+    return datetime(now.year, now.month, 1, tzinfo=UTC)
+
+
+def decide(limits: Limits, used: Used, now: datetime) -> Admitted | AdmissionRefused:
+    """Admit the run with a cost cap, or the refusal to reply with (``now``:
+    the store's clock, for when a monthly budget resets)."""
+    if limits.quota is not None:
+        scope = quota_scope(limits.quota, used.repo_runs, used.user_runs)
+        if scope is not None:
+            return QuotaSpent(scope)
+    budget = limits.budget
+    if budget is None:
+        return Admitted(None, 0.0)
+    if budget.unpriced and budget.refuse_unpriced:
+        return PriceUnknown(budget.unpriced)
+    estimate = budget.estimate_usd
+    resets = next_month(now)
+    caps: list[float] = []
+    if budget.per_run_usd is not None:
+        if estimate > budget.per_run_usd:
+            return BudgetSpent("run", limit=budget.per_run_usd, spent=0.0, estimate=estimate)
+        caps.append(budget.per_run_usd)
+    monthly: tuple[tuple[Literal["repo", "installation"], float | None, float], ...] = (
+        ("repo", budget.repo_month_usd, used.repo_month_usd),
+        ("installation", budget.installation_month_usd, used.installation_month_usd),
+    )
+    for which, limit, spent in monthly:
+        if limit is None:
+            continue
+        if spent + estimate > limit:
+            return BudgetSpent(which, limit=limit, spent=spent, estimate=estimate, resets=resets)
+        caps.append(limit - spent)
+    return Admitted(min(caps) if caps else None, estimate)

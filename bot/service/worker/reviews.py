@@ -1,0 +1,557 @@
+"""Design reviews of repository files: `/debate review <path>`, automatic reviews
+of plans a labelled PR changes, and `--open-pr` with the revised plan.
+
+Where the plan is read: on a PR, at its head commit (the base repository serves
+a fork's head commit too); elsewhere, on the default branch (pinned to its
+current commit, which the run then reads too). The plan and its ``@path``
+files come from the run's snapshot of that commit (bot/repo). The plan's
+frontmatter overrides the repo config for the run.
+
+Automatic reviews and the one-active-run-per-PR rule: a PR may change several
+plans, but runs are keyed by repo and PR number, so plans are reviewed one
+after another. Each automatic run records in its trigger the plans reviewed so
+far with their blob shas (``reviewed``); when it finishes, the router's queue
+(bot/service/worker/routes.py) looks at the PR again and starts the next plan whose
+current blob has not been reviewed. The same map makes a push (``synchronize``)
+re-review only the plans it changed, and a push that lands while a review runs
+is picked up when that run finishes. A run that fails, aborts or is cancelled ends the chain; the
+next push or labelling picks the remaining plans up. Automatic reviews run
+only when the sender (who labelled or pushed) has the repo's minimum
+permission, like label-triggered debates.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any, Literal, Protocol
+
+from bot.core.errors import ConfigError, GitHubError, TransientGitHubError
+from bot.core.logs import get_logger
+from bot.engine.revision import changed_lines, revised_plan, strip_marks
+from bot.engine.types import PersonaSpec, RepoRef
+from bot.github.events import PullRequestEvent
+from bot.github.gateway import InstallationClient
+from bot.github.sanitize import redact_secrets, sanitize
+from bot.inputs.parser import Command
+from bot.inputs.plan import Plan, parse_plan
+from bot.inputs.repo_config import RepoConfig
+from bot.inputs.text import assemble_context, cap_subject, check_ref
+from bot.repo.github import html_url
+from bot.repo.snapshot import Snapshot
+from bot.service.worker.context import Origin, Services, load_config
+from bot.service.worker.publish import Publisher
+from bot.service.worker.repo_review import file_findings, is_repository_scope, review_repository
+from bot.service.worker.respond import Responder, TriggerExtras
+from bot.service.worker.routes import Finished, TriggerTable
+from bot.service.worker.specs import Overrides, Subject
+from bot.store.rows import DeliveryRow, RunRow
+from bot.store.trigger import QueuedPlans, ReviewedPlan, RevisionTarget
+
+log = get_logger(__name__)
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+ReviewStart = Literal["started", "rejected", "refused"]
+MAX_PLAN_BYTES = 1024 * 1024
+MAX_REFS = 20  # @path files read per plan
+REVISION_PR = "revision-pr"  # store key of the opened pull request
+NO_CONTENTS_WRITE = "resource not accessible by integration"
+
+
+# --- globs -----------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=256)
+def _glob_re(pattern: str) -> re.Pattern[str]:
+    """gitignore-like globs: ``*`` and ``?`` stay within a path segment, ``**``
+    spans segments (``docs/**/*.md`` matches ``docs/a.md`` and ``docs/x/y/a.md``)."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))
+
+
+def matches(path: str, patterns: Iterable[str]) -> bool:
+    return any(_glob_re(p.strip().lstrip("/")).fullmatch(path) for p in patterns if p.strip())
+
+
+# --- one review -----------------------------------------------------------------------
+
+
+def _overrides(plan: Plan) -> Overrides:
+    keys = set(plan.frontmatter_keys)
+    return Overrides(
+        rounds=plan.rounds if "rounds" in keys else None,
+        response_scale=plan.response_scale if "response_scale" in keys else None,
+        synthesizer=plan.synthesizer if "synthesizer" in keys else None,
+        personas=tuple(
+            PersonaSpec(p.name, p.perspective, p.model or "", tuple(p.fallbacks))
+            for p in plan.personas
+        )
+        if "personas" in keys
+        else (),
+    )
+
+
+class PlanFiles(Protocol):
+    """What a plan review reads at its commit (issue 17's port, owned here): the
+    run's snapshot (bot/repo) is one, so the plan and its ``@path`` files come
+    from the same commit the debaters will read."""
+
+    def size(self, path: str) -> int | None:
+        """The file's size at the commit; None when nothing is at ``path``."""
+        ...
+
+    async def text(self, path: str) -> str | None:
+        """A UTF-8 text file's content; None when missing, binary or not text."""
+        ...
+
+
+async def _read_ref_files(
+    files: PlanFiles, plan: Plan, plan_path: str
+) -> tuple[dict[str, str | None], list[str]]:
+    loaded: dict[str, str | None] = {}
+    warnings: list[str] = []
+    for raw in plan.refs[:MAX_REFS]:
+        try:
+            path = check_ref(raw)
+        except ConfigError as exc:
+            warnings.append(exc.public)
+            continue
+        if path in loaded or path == plan_path:
+            continue
+        if files.size(path) is None:
+            loaded[path] = None  # reported missing by assemble_context
+            continue
+        try:
+            text = await files.text(path)
+        except GitHubError as exc:
+            if isinstance(exc, TransientGitHubError):
+                raise
+            text = None
+        if text is None:
+            warnings.append(f"`{path}`: not a readable text file; skipped")
+        else:
+            loaded[path] = text
+    if len(plan.refs) > MAX_REFS:
+        warnings.append(f"only the first {MAX_REFS} @path references were read")
+    return loaded, warnings
+
+
+async def _files_at(
+    r: Responder, gh: InstallationClient, origin: Origin, ref: str
+) -> Snapshot | None:
+    """The run's snapshot at ``ref`` (a commit, or a branch pinned to its head now);
+    None when there is no such commit (an empty repository, a branch gone)."""
+    try:
+        commit = ref if _SHA.fullmatch(ref) else await gh.branch_sha(origin.repo, ref)
+    except GitHubError as exc:
+        if isinstance(exc, TransientGitHubError):
+            raise
+        return None
+    at = RepoRef(origin.repo, commit, html_url(r.svc.settings.github_api_url, origin.repo))
+    return await r.svc.repos.snapshot(gh, at)
+
+
+async def review_plan(
+    r: Responder,
+    gh: InstallationClient,
+    origin: Origin,
+    config: RepoConfig,
+    cmd: Command,
+    path: str,
+    *,
+    ref: str,
+    where: str,
+    target: RevisionTarget | None = None,
+    extras: TriggerExtras | None = None,
+) -> ReviewStart:
+    """Read, validate and queue the review of ``path`` at ``ref``; every problem
+    is one reply: ``rejected`` (the plan is unusable) or ``refused`` (no run could
+    start: already running, quota, configuration)."""
+    try:
+        path = check_ref(path)
+    except ConfigError as exc:
+        await r.reply(gh, origin, exc.public)
+        return "rejected"
+    snap = await _files_at(r, gh, origin, ref)
+    size = None if snap is None else snap.size(path)
+    if snap is None or size is None:
+        await r.reply(gh, origin, f"`{path}` was not found {where}.")
+        return "rejected"
+    try:
+        text = await snap.text(path) if size <= MAX_PLAN_BYTES else ""
+    except GitHubError as exc:
+        if isinstance(exc, TransientGitHubError):
+            raise
+        text = None
+    if text is None:
+        await r.reply(gh, origin, f"`{path}` is not a readable text file {where}.")
+        return "rejected"
+    if size > MAX_PLAN_BYTES:
+        await r.reply(
+            gh,
+            origin,
+            f"`{path}` is {size / 1024 / 1024:.1f} MiB; plans over 1 MiB are not reviewed. "
+            "Keep the plan itself short and reference supporting files with `@path` "
+            "(they are condensed to the context budget).",
+        )
+        return "rejected"
+    try:
+        plan = parse_plan(text, source=path, mode="critique")
+    except ConfigError as exc:
+        await r.reply(
+            gh,
+            origin,
+            f"**debate-bot** cannot review `{path}`:\n\n```\n{exc.public}\n```",
+        )
+        return "rejected"
+    loaded, warnings = await _read_ref_files(snap, plan, path)
+    budget = (
+        plan.context_budget_kb
+        if "context_budget_kb" in plan.frontmatter_keys
+        else config.context_budget_kb
+    )
+    files, context_warnings = assemble_context(plan.body, loaded, budget)
+    warnings += context_warnings
+    warnings += [
+        f"`{f.path}`: condensed to fit the context budget ({budget} KB)"
+        for f in files
+        if f.condensed
+    ]
+    capped, truncated = cap_subject(plan.body)
+    if truncated:
+        warnings.append("subject truncated: the plan exceeded the subject size limit")
+    title = plan.title if plan.title == path else f"{plan.title} ({path})"
+    subject = Subject(title, capped, truncated, files, tuple(warnings))
+    body_start = len(text.removeprefix("\ufeff")) - len(plan.body)
+    review = ReviewedPlan(
+        path=path,
+        ref=ref,
+        open_pr=cmd.open_pr,
+        target=target,
+        prefix=text.removeprefix("\ufeff")[: max(0, body_start)],
+        blob=hashlib.sha256(text.encode()).hexdigest(),
+    )
+    await r.start(
+        gh,
+        origin,
+        config,
+        cmd,
+        subject,
+        mode="critique",
+        overrides=_overrides(plan),
+        extras={**(extras or {}), "review": review},
+        commit=snap.commit,  # the commit the plan was read at: the debaters read it too
+    )
+    started = await r.started(origin) is not None
+    return "started" if started else "refused"
+
+
+async def start_review(
+    r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
+) -> str:
+    """`/debate review <path> [--open-pr]` on an issue or a PR; a folder or the
+    whole repository is reviewed from its brief (bot/service/worker/repo_review.py)."""
+    assert cmd.path is not None  # the parser guarantees a path for `review`
+    if is_repository_scope(cmd.path):
+        return await review_repository(r, gh, origin, config, cmd)
+    target: RevisionTarget | None = None
+    if origin.is_pr:
+        pr = await gh.get_pull(origin.repo, origin.issue_number)
+        head = pr.get("head") or {}
+        ref = str(head.get("sha") or "")
+        where = f"at the head of this pull request (`{ref[:7]}`)"
+        head_repo = str((head.get("repo") or {}).get("full_name") or "")
+        if head_repo.lower() == origin.repo.lower():
+            target = RevisionTarget(str(head.get("ref") or ""), ref)
+    else:
+        ref = origin.default_branch
+        where = f"on the default branch `{ref}`"
+        if cmd.open_pr:  # pin the reviewed commit: the revision branches from it
+            sha = await gh.branch_sha(origin.repo, ref)
+            target = RevisionTarget(ref, sha)
+            ref = sha
+    await review_plan(r, gh, origin, config, cmd, cmd.path, ref=ref, where=where, target=target)
+    return "done"
+
+
+# --- automatic reviews ------------------------------------------------------------
+
+
+def _changed_plans(files: list[dict[str, Any]], patterns: list[str]) -> dict[str, str]:
+    """Plan path → blob sha at the PR head, for files the PR adds or modifies."""
+    return {
+        str(f["filename"]): str(f.get("sha") or "")
+        for f in files
+        if f.get("filename")
+        and f.get("status") != "removed"
+        and matches(str(f["filename"]), patterns)
+    }
+
+
+async def _plans_at_one_head(
+    gh: InstallationClient, repo: str, number: int, patterns: list[str], pr: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The PR's changed plans as of the head commit of ``pr`` (the pull as last
+    seen), and the pull they belong to.
+
+    The pull and its files are two requests: a push landing between them would
+    pair the new files' blob shas with the old head (a review of stale text,
+    recorded as current). Read the pull after the files until its head stands still."""
+    for _ in range(3):
+        plans = _changed_plans(await gh.list_pull_files(repo, number), patterns)
+        again = await gh.get_pull(repo, number)
+        if (again.get("head") or {}).get("sha") == (pr.get("head") or {}).get("sha"):
+            return again, plans
+        pr = again
+    return pr, plans
+
+
+async def _next_plan(
+    r: Responder,
+    gh: InstallationClient,
+    origin: Origin,
+    config: RepoConfig,
+    pending: dict[str, str],
+    reviewed: dict[str, str],
+    head_sha: str,
+) -> bool:
+    """Start the first pending plan that yields a run (plans rejected with a reply
+    count as reviewed). True when a run was created."""
+    base_delivery = origin.delivery_id
+    for path, blob in pending.items():
+        reviewed = {**reviewed, path: blob}
+        step = replace(origin, delivery_id=f"{base_delivery}.{len(reviewed)}")
+        result = await review_plan(
+            r,
+            gh,
+            step,
+            config,
+            Command(action="review", mode="critique", path=path),
+            path,
+            ref=head_sha,
+            where=f"at the head of this pull request (`{head_sha[:7]}`)",
+            extras={"queue": QueuedPlans(delivery=base_delivery), "reviewed": reviewed},
+        )
+        if result != "rejected":
+            # refused (a run is active, or the quota is spent): one reply is enough
+            return result == "started"
+    return False
+
+
+async def auto_review(
+    r: Responder, gh: InstallationClient, event: PullRequestEvent, row: DeliveryRow
+) -> str | None:
+    """Design-review the plans a PR with the trigger label changes.
+
+    None: not a design review (no ``design_review.paths``, no matching plan on a
+    labelling): the caller goes on as before (a plain debate of the PR)."""
+    if event.action != "labeled" and not event.pull_request.labels:
+        return "ignored"  # every push to every PR lands here: no label, no config read
+    try:
+        config = await load_config(gh, event.repository.full_name)
+    except ConfigError:
+        return None  # the label path replies with the error; pushes stay quiet
+    patterns = config.design_review.paths
+    if not patterns:
+        return None
+    pr = event.pull_request
+    if event.action == "labeled":
+        if event.label is None or event.label.name != config.trigger_label:
+            return None
+    elif config.trigger_label not in pr.label_names:
+        return "ignored"
+    repo = event.repository.full_name
+    # The delivery says which head it saw; the files must belong to that head.
+    seen = {"head": {"sha": pr.head.sha}}
+    current, plans = await _plans_at_one_head(gh, repo, pr.number, patterns, seen)
+    if not plans:
+        return None if event.action == "labeled" else "ignored"
+    origin = Origin.of_pull(event, row.delivery_id)
+    if not await r.allowed(gh, origin, config, reply=False):
+        return "ignored"
+    reviewed: dict[str, str] = {}
+    if event.action != "labeled":  # a push re-reviews only the plans it changed
+        last = await r.svc.db.latest_run(repo, pr.number)
+        if last is not None:
+            reviewed = dict(last.trigger.reviewed)
+            if last.state != "done" and last.trigger.review is not None:
+                reviewed.pop(last.trigger.review.path, None)  # not reviewed after all
+    pending = {p: b for p, b in plans.items() if reviewed.get(p) != b}
+    if not pending:
+        return "ignored"
+    active = await r.svc.db.active_run(repo, pr.number)
+    if active is not None and event.action != "labeled":
+        log.info("review.deferred", repo=repo, pr=pr.number, plans=len(pending))
+        return "ignored"  # the running run's end looks at the PR again
+    head_sha = str((current.get("head") or {}).get("sha") or pr.head.sha)
+    await _next_plan(r, gh, origin, config, pending, reviewed, head_sha)
+    return "done"
+
+
+async def continue_auto(r: Responder, gh: InstallationClient, run: RunRow) -> None:
+    """After an automatic review: the next plan of the PR not reviewed at its current blob."""
+    try:
+        config = await load_config(gh, run.repo)
+    except ConfigError as exc:
+        log.warning("review.queue_config", run=run.id, error=exc.code)
+        return
+    pr = await gh.get_pull(run.repo, run.issue_number)
+    labels = {str(label.get("name")) for label in pr.get("labels") or []}
+    if pr.get("state") != "open" or config.trigger_label not in labels:
+        return
+    pr, plans = await _plans_at_one_head(
+        gh, run.repo, run.issue_number, config.design_review.paths, pr
+    )
+    reviewed = dict(run.trigger.reviewed)
+    pending = {p: b for p, b in plans.items() if reviewed.get(p) != b}
+    if not pending:
+        return
+    queue = run.trigger.queue
+    origin = Origin.of_run(run, pr, (queue.delivery if queue else "") or run.id)
+    head_sha = str((pr.get("head") or {}).get("sha") or "")
+    await _next_plan(r, gh, origin, config, pending, reviewed, head_sha)
+
+
+# --- --open-pr ----------------------------------------------------------------------
+
+
+def _pr_body(run: RunRow, path: str, plan: str) -> str:
+    changes = changed_lines(plan)
+    lines = [
+        f"The design review of `{path}` in #{run.issue_number} (run `{run.id}`) proposed "
+        "this revision. The critique report with the reasons is in that thread.",
+    ]
+    if changes:
+        lines += ["", "Lines the review marked `[CHANGED]`:", *[f"- {c}" for c in changes[:50]]]
+    return "\n".join(lines)
+
+
+async def open_revision_pr(
+    svc: Services, gh: InstallationClient, run: RunRow, publisher: Publisher
+) -> None:
+    """Open a pull request with the revised plan (once per run, even when resumed).
+
+    Every way this can fail ends in a clear status comment, never a failed run."""
+    review = run.trigger.review
+    if review is None or not review.open_pr:
+        return
+    if await svc.db.comment_id(run.id, REVISION_PR) is not None:
+        return
+    path, target = review.path, review.target
+    spec = run.debate_spec()
+    plan = revised_plan(spec, await svc.db.load_turns(run.id))
+    problem: str | None = None
+    if not target:
+        problem = "the plan lives on a fork, where debate-bot cannot push a branch"
+    elif spec.subject_truncated:
+        problem = "the plan was too long and was truncated for the review"
+    elif plan is None:
+        problem = "the synthesis gave no revised plan"
+    elif len(strip_marks(plan).split()) < len(spec.subject.split()) // 2:
+        # A reply cut off by the output limit reads like a much shorter plan:
+        # never commit it over the whole file.
+        problem = "the revised plan is less than half as long as the original (a cut-off reply?)"
+    if problem is not None or target is None or plan is None:
+        await publisher.upsert("status", f"No pull request was opened for `{path}`: {problem}.")
+        return
+    content = review.prefix + redact_secrets(strip_marks(plan)).rstrip() + "\n"
+    if hashlib.sha256(content.encode()).hexdigest() == review.blob:
+        await publisher.upsert(
+            "status", f"No pull request was opened for `{path}`: the revision changes nothing."
+        )
+        return
+    branch = f"debate-bot/revise-{run.id}"
+    try:
+        try:
+            await gh.create_branch(run.repo, branch, target.from_sha)
+        except GitHubError as exc:
+            if exc.github_status != 422 or "already exists" not in str(exc).lower():
+                raise  # 422 "Reference already exists": a resumed run made it before
+        await gh.put_file(
+            run.repo, path, branch, content, f"Revise {path} after debate-bot's design review"
+        )
+        number = await gh.create_pull(
+            run.repo,
+            f"Revise {path} (design review)"[:256],
+            branch,
+            target.base,
+            sanitize(_pr_body(run, path, plan)),
+        )
+    except GitHubError as exc:
+        log.warning("review.open_pr_failed", run=run.id, status=exc.github_status, error=exc.code)
+        if exc.github_status == 403 and NO_CONTENTS_WRITE in str(exc).lower():
+            text = (
+                f"**No pull request was opened for `{path}`:** this installation of debate-bot "
+                "lacks the **Contents: write** permission on this repository (GitHub answered "
+                "“Resource not accessible by integration”). A repository admin can grant it in "
+                "the app's installation settings; the revised plan is in the critique above."
+            )
+        else:
+            text = (
+                f"**No pull request was opened for `{path}`:** GitHub refused the branch, "
+                f"commit or pull request (`{exc.code}`, HTTP {exc.github_status or 'error'}). "
+                "The revised plan is in the critique above."
+            )
+        await publisher.upsert("status", text)
+        return
+    await svc.db.record_comment(
+        run.id,
+        REVISION_PR,
+        number,
+        "issue",
+        hashlib.sha256(content.encode()).hexdigest(),
+    )
+    await publisher.upsert(
+        "status", f"Opened #{number} with the revised plan of `{path}` (branch `{branch}`)."
+    )
+
+
+def register(triggers: TriggerTable) -> None:
+    # Before the label trigger of bot/service/worker/debates.py: a labelled PR changing
+    # design_review.paths plans is design-reviewed instead of debated.
+    triggers.on_event(PullRequestEvent, ("opened", "synchronize", "labeled"), auto_review)
+    triggers.on_command("review", start_review)
+    triggers.on_queued("design_review", continue_auto)
+    triggers.on_finish(critique_actions)
+
+
+async def critique_actions(done: Finished) -> None:
+    """After a critique: open the revised plan's PR (`--open-pr`), file the agreed
+    findings as issues (`--file-issues`)."""
+    review = done.run.trigger.review
+    if done.outcome.kind != "critique" or review is None:
+        return
+    if review.open_pr:
+        await open_revision_pr(done.svc, done.gh, done.run, done.publisher)
+    if review.file_issues:
+        await file_findings(done.gh, done.run, done.outcome.findings, done.publisher)
+
+
+__all__ = [
+    "auto_review",
+    "continue_auto",
+    "matches",
+    "open_revision_pr",
+    "register",
+    "review_plan",
+    "start_review",
+]
