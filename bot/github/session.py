@@ -89,6 +89,16 @@ THREAD_ROUTES = (
 LOCKED = "issue is locked"  # "Unable to create comment because issue is locked." (403)
 
 
+EMPTY_REPOSITORY = "git repository is empty"  # 409 "Git Repository is empty."
+
+
+def is_empty_repository(exc: GitHubError) -> bool:
+    """GitHub's answer for a repository nothing was pushed to yet: 409 "Git
+    Repository is empty." from its git refs, trees, contents and archives. Final:
+    no retry changes it until someone pushes."""
+    return exc.github_status == 409 and EMPTY_REPOSITORY in str(exc).lower()
+
+
 def is_target_gone(status: int, detail: str, route: str) -> bool:
     if status == 403:
         return LOCKED in detail.lower()

@@ -115,6 +115,23 @@ def test_an_empty_repository_gets_one_reply_and_no_run(harness: Harness) -> None
     assert any("empty" in c["body"] for c in h.github.comments(REPO, number))
 
 
+def test_a_repository_nothing_was_pushed_to_is_empty_not_a_failure(harness: Harness) -> None:
+    """Before the first push GitHub answers 409 "Git Repository is empty." for the
+    branch itself: the reply says so, and does not offer a retry that cannot work."""
+    h = harness
+    h.start()
+    number = h.github.add_issue(REPO, title="Design review", body="", user="Codertocat")
+    h.github.make_empty(REPO)
+    payload = review_command(h, number, "/debate review")
+    h.post("issue_comment", payload, delivery_id="never-pushed")
+    h.wait_for(lambda: delivery_states(h).get("never-pushed") == "done", what="the reply")
+    assert runs(h) == []
+    [reply] = [c["body"] for c in h.github.comments(REPO, number) if c["body"].startswith("<!--")]
+    assert "The repository is empty at `main`; there is nothing to review." in reply
+    for retry in ("try again", "github_error", "409", "could not do that"):
+        assert retry not in reply, reply
+
+
 def test_file_issues_twice_files_each_finding_once(harness: Harness) -> None:
     h = harness
     seed_repository(h)

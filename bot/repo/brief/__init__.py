@@ -12,6 +12,14 @@ recursive git-trees request, then the contents) and the local side
 
 from bot.repo.brief.build import Brief, build_brief
 from bot.repo.brief.choose import MAX_FILES, plan_fetches
-from bot.repo.brief.tree import TreeEntry, parse_git_tree
+from bot.repo.brief.tree import TreeEntry, nothing_to_review, parse_git_tree
 
-__all__ = ["MAX_FILES", "Brief", "TreeEntry", "build_brief", "parse_git_tree", "plan_fetches"]
+__all__ = [
+    "MAX_FILES",
+    "Brief",
+    "TreeEntry",
+    "build_brief",
+    "nothing_to_review",
+    "parse_git_tree",
+    "plan_fetches",
+]

@@ -161,13 +161,19 @@ def normalize_scope(scope: str) -> str:
     return "" if s in ("", ".") else check_ref(s)
 
 
+def nothing_to_review(ref: str = "") -> ConfigError:
+    """An empty repository (no file at ``ref``, or nothing pushed yet): one public sentence."""
+    at = f" at `{ref}`" if ref else ""
+    return ConfigError(f"The repository is empty{at}; there is nothing to review.")
+
+
 def in_scope(entries: Iterable[TreeEntry], scope: str, *, ref: str = "") -> list[TreeEntry]:
     """The entries under ``scope``; ConfigError (one public sentence) when
     there are none: an empty repository, a missing folder, or a file."""
     entries = list(entries)
     at = f" at `{ref}`" if ref else ""
     if not entries:
-        raise ConfigError(f"The repository is empty{at}; there is nothing to review.")
+        raise nothing_to_review(ref)
     if not scope:
         return entries
     inside = [e for e in entries if e.path.startswith(scope + "/")]

@@ -20,10 +20,11 @@ from bot.core.logs import get_logger
 from bot.engine.types import Finding, RepoRef
 from bot.github.gateway import InstallationClient
 from bot.github.sanitize import sanitize
+from bot.github.session import is_empty_repository
 from bot.inputs.parser import Command
 from bot.inputs.repo_config import RepoConfig
 from bot.inputs.text import cap_subject
-from bot.repo.brief import Brief, build_brief, plan_fetches
+from bot.repo.brief import Brief, build_brief, nothing_to_review, plan_fetches
 from bot.repo.brief.source import RepoFiles, tree_of
 from bot.repo.github import html_url
 from bot.service.worker.context import Origin
@@ -62,8 +63,16 @@ async def review_repository(
         sha = str((pr.get("head") or {}).get("sha") or "")
         label = sha[:7]
     else:  # pinned: the tree and every file come from the same commit
-        sha = await gh.branch_sha(origin.repo, origin.default_branch)
         label = origin.default_branch
+        try:
+            sha = await gh.branch_sha(origin.repo, origin.default_branch)
+        except GitHubError as exc:
+            if not is_empty_repository(exc):
+                raise
+            # Nothing pushed yet, so no branch to pin (409 "Git Repository is
+            # empty."): nothing to review, and no retry changes that.
+            await r.reply(gh, origin, nothing_to_review(label).public)
+            return "done"
     # The snapshot the run's debaters will read too (one fetch for both).
     ref = RepoRef(origin.repo, sha, html_url(r.svc.settings.github_api_url, origin.repo))
     files = await r.svc.repos.snapshot(gh, ref)
