@@ -19,7 +19,8 @@ resumes it later; model calls are retried before the turn is dropped)::
     │   ├── TransientModelError    + Transient, .retry_after
     │   └── ToolsUnsupported       the server refused tools: the turn debates without them
     ├── ConfigError                its message is public
-    │   └── UsageError             a /debate command that cannot be understood
+    │   ├── UsageError             a /debate command that cannot be understood
+    │   └── AgentUnavailable       .cause: an agent seat cannot run here (no sandbox, no CLI)
     ├── StoreError                 a verdict: a bad query, a constraint, a bad state
     │   ├── StoreUnavailable       + Transient: the database is down or unreachable
     │   ├── CodecError             a stored spec that does not decode
@@ -169,6 +170,18 @@ class UsageError(ConfigError):
     """The comment started with the command but could not be understood."""
 
     code = "usage_error"
+
+
+class AgentUnavailable(ConfigError):
+    """An ``agent:`` seat cannot run on this machine: no usable sandbox, or the CLI
+    is missing or too old. The command is refused with this message and no run
+    starts: an agent seat is never moved onto another model (docs/agents.md)."""
+
+    code = "agent_unavailable"
+
+    def __init__(self, message: str, *, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause  # "sandbox" | "cli" | "upstream"
 
 
 class StoreError(BotError):

@@ -80,6 +80,14 @@ class Settings(BaseSettings):
         default="https://api.anthropic.com",
         validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "anthropic_base_url"),
     )
+    # Gemini's API: the upstream of `agent:gemini` seats (docs/agents-operators.md).
+    gemini_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("GEMINI_API_KEY", "gemini_api_key")
+    )
+    gemini_base_url: str = Field(
+        default="https://generativelanguage.googleapis.com",
+        validation_alias=AliasChoices("GEMINI_BASE_URL", "gemini_base_url"),
+    )
     # Named endpoints, as JSON: {"local": {"kind": "openai", "base_url": "http://..."}}
     endpoints: dict[str, Endpoint] = Field(default_factory=dict)
 
@@ -169,6 +177,28 @@ class Settings(BaseSettings):
     budget_run_usd: float | None = Field(default=None, gt=0)
     budget_repo_month_usd: float | None = Field(default=None, gt=0)
     budget_installation_month_usd: float | None = Field(default=None, gt=0)
+
+    # Agent seats, `agent:<cli>[/<model>]` (docs/agents-operators.md): each CLI's
+    # executable (unset: found on PATH) and the model a seat without one runs;
+    # the sandbox (`none` is unsafe: the CLI then runs as the worker's user, with
+    # the host's network and files) and its bubblewrap; agent processes at once
+    # per worker (unset: from cores and memory); one turn's wall time, time to its
+    # first output and longest silence; model calls one turn may make.
+    agent_claude_code_bin: str | None = None
+    agent_codex_bin: str | None = None
+    agent_gemini_bin: str | None = None
+    agent_claude_code_model: str = ""
+    agent_codex_model: str = ""
+    agent_gemini_model: str = ""
+    agent_sandbox: Literal["bwrap", "none"] = "bwrap"
+    agent_bwrap: str | None = None
+    agent_concurrency: PositiveInt | None = None
+    agent_timeout_s: float = Field(default=600.0, gt=0)
+    agent_first_event_s: float = Field(default=120.0, gt=0)
+    agent_idle_s: float = Field(default=180.0, gt=0)
+    agent_max_calls: PositiveInt = 60
+    # Where agent turns' folders go (workspace, home, /tmp); unset: the system's.
+    agent_dir: Path | None = None
 
     def private_key_pem(self) -> str | None:
         if self.private_key is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bot.engine.agents import is_agent
 from bot.engine.types import DebateSpec
 
 DEGRADED = "[DEGRADED: within-model debate]"
@@ -77,7 +78,19 @@ def route(spec: DebateSpec, seats: Sequence[tuple[str, ...]], judge: tuple[str, 
     intended = {provider(m[0]) for m in seats if m}
     usable = [tuple(m for m in models if provider(m) in available) for models in seats]
     judge_usable = tuple(m for m in judge if provider(m) in available)
-    donor = next((u[0] for u in usable if u), judge_usable[0] if judge_usable else "")
+    # An agent seat runs its CLI or not at all: never moved onto an API model.
+    stranded = [m[0] for m, u in zip(seats, usable, strict=True) if m and is_agent(m[0]) and not u]
+    if judge and is_agent(judge[0]) and not judge_usable:
+        stranded.append(judge[0])
+    if stranded:
+        return Routing(
+            tuple(seats),
+            judge,
+            abort_reason="vendor_unavailable",
+            notes=tuple(f"agent seat `{ref}` cannot run here" for ref in stranded),
+        )
+    apis = [u for u in usable if u and not is_agent(u[0])]
+    donor = next((u[0] for u in apis), judge_usable[0] if judge_usable else "")
     if not donor:
         return Routing(
             tuple(seats),

@@ -21,7 +21,21 @@ SubjectKind = Literal["plan", "repository"]
 Severity = Literal["critical", "major", "minor"]
 SEVERITIES: Final[tuple[Severity, ...]] = ("critical", "major", "minor")
 Phase = Literal["frame", "opening", "rebuttal", "counter", "vote", "synthesis"]
-DropClass = Literal["timeout", "rate_limited", "provider_error", "unusable_output", "unavailable"]
+DropClass = Literal[
+    "timeout",
+    "rate_limited",
+    "provider_error",
+    "unusable_output",
+    "unavailable",
+    # an agent seat (docs/agents.md): its CLI, sandbox, upstream or the run's cap
+    "agent_missing",
+    "agent_sandbox",
+    "agent_timeout",
+    "agent_auth",
+    "agent_quota",
+    "agent_protocol",
+    "agent_budget",
+]
 TurnStatus = Literal["ok", "dropped"]
 Stance = Literal["AGREE", "HOLD", "CONCEDE"]
 OutcomeKind = Literal[

@@ -257,3 +257,8 @@ class StoredStep:
     bytes_read: int = 0  # repository bytes the step's tools read
     files: tuple[str, ...] = ()  # files its read_file calls read
     evidence: Evidence | None = None  # final steps only
+    # An agent turn's gateway call (bot/run/agent_seat.py): the request's hash, a
+    # re-run repeating it gets ``exchange.text`` (the upstream's answer) again.
+    request_hash: str = ""
+    status: int = 0
+    content_type: str = ""

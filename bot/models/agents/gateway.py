@@ -1,0 +1,314 @@
+"""The model gateway: the only model endpoint an agent CLI can reach
+(docs/agents-operators.md, "The gateway").
+
+One per agent turn, in the worker's process, on a unix socket that the turn's
+sandbox reaches through its forwarder. It speaks what the CLI speaks
+(``wire.py``) and forwards to the configured provider with the real key; the
+CLI holds only the turn's token. Every call:
+
+1. is checked: the turn's token, a model call it knows, the turn's call budget
+   (counted here: a CLI's own ``--max-turns`` has been overrun) and the run's
+   money cap (refused once reached);
+2. is answered from the turn's stored calls when a re-run of the turn repeats
+   it (same order, same request hash): a turn re-run after a crash pays only
+   for what is new;
+3. otherwise passes the endpoint's capacity gate in the run's fair share, goes
+   upstream streamed, is relayed to the CLI as it arrives, priced from the
+   upstream's own usage by the price book (the CLI's cost figures are never
+   read), and stored before the CLI sees its end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hmac
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import httpx
+from aiohttp import web
+
+from bot.core.logs import get_logger
+from bot.engine.types import Usage
+from bot.models.agents.wire import Call, classify, request_hash, usage_of
+from bot.models.base import add_usage
+from bot.models.fair import Share, calling
+from bot.models.gate import EndpointGate
+
+log = get_logger(__name__)
+
+# Request headers a CLI sends that the provider needs; everything else (its key
+# above all) stays behind.
+FORWARDED: Final = frozenset(
+    {
+        "anthropic-version",
+        "anthropic-beta",
+        "content-type",
+        "accept",
+        "openai-beta",
+        "x-goog-api-client",
+    }
+)
+MAX_BODY: Final = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where a protocol's calls go, and how its key is sent."""
+
+    provider: str  # the price book's provider: anthropic, openai, gemini
+    base_url: str  # e.g. https://api.anthropic.com (no /v1)
+    key: str
+    gate: EndpointGate | None = None
+
+    def auth_headers(self) -> dict[str, str]:
+        if self.provider == "anthropic":
+            return {"x-api-key": self.key}
+        if self.provider == "gemini":
+            return {"x-goog-api-key": self.key}
+        return {"authorization": f"Bearer {self.key}"}
+
+
+@dataclass(frozen=True)
+class GatewayCall:
+    """One call as stored: replayed to a re-run that repeats it."""
+
+    n: int
+    request_hash: str
+    model: str  # provider/model, as priced
+    status: int
+    content_type: str
+    body: str
+    usage: Usage
+
+
+class CallLog(Protocol):
+    async def load(self) -> list[GatewayCall]: ...
+
+    async def save(self, call: GatewayCall) -> None: ...
+
+
+Charge = Callable[[str, Usage], Usage]
+
+
+@dataclass
+class TurnAccount:
+    """What one agent turn may do and has done at the gateway."""
+
+    token: str
+    max_calls: int
+    budget_usd: float | None  # left of the run's cap at the turn's start; None: no cap
+    usage: Usage = field(default_factory=Usage)
+    calls: int = 0
+    replayed: int = 0
+    models: list[str] = field(default_factory=list)
+    refused: str | None = None  # the drop class the gateway's refusal means
+    upstream_status: int | None = None  # the last upstream failure (401, 429, 5xx)
+    model_seconds: float = 0.0  # summed upstream time of the calls made
+
+    def note_model(self, model: str) -> None:
+        if model not in self.models:
+            self.models.append(model)
+
+
+class Gateway:
+    """One turn's gateway on ``socket_path``; ``async with`` serves it."""
+
+    def __init__(
+        self,
+        *,
+        socket_path: Path,
+        upstream: Upstream,
+        account: TurnAccount,
+        client: httpx.AsyncClient,
+        charge: Charge,
+        log_calls: CallLog | None,
+        share: Share | None,
+        default_model: str = "",
+    ) -> None:
+        self.socket_path = socket_path
+        self.upstream = upstream
+        self.account = account
+        self.client = client
+        self.charge = charge
+        self.log_calls = log_calls
+        self.share = share
+        self.default_model = default_model
+        self._stored: list[GatewayCall] = []
+        self._runner: web.AppRunner | None = None
+        self._lock_n = 0
+
+    async def __aenter__(self) -> Gateway:
+        if self.log_calls is not None:
+            self._stored = sorted(await self.log_calls.load(), key=lambda c: c.n)
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.UnixSite(self._runner, str(self.socket_path))
+        await site.start()
+        self.socket_path.chmod(0o666)  # the sandbox's user (65534) connects to it
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- one request -------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.method != "POST":
+            return _error(404, "not_found", "the gateway serves model calls only")
+        if not self._authorized(request):
+            return _error(401, "authentication_error", "this turn's token is required")
+        raw = await request.read()
+        try:
+            body = json.loads(_decoded(raw, request.headers.get("content-encoding", "")))
+        except (ValueError, OSError):
+            return _error(400, "invalid_request_error", "the body is not JSON")
+        if not isinstance(body, dict):
+            return _error(400, "invalid_request_error", "the body is not a JSON object")
+        call = classify(request.path, body)
+        if call is None:
+            return _error(404, "not_found", f"no model endpoint at {request.path}")
+        if call.kind == "count":
+            return await self._forward(request, call, body, counted=False)
+        return await self._generate(request, call, body)
+
+    def _authorized(self, request: web.Request) -> bool:
+        h = request.headers
+        given = (
+            h.get("x-api-key")
+            or h.get("x-goog-api-key")
+            or request.query.get("key")
+            or h.get("authorization", "").removeprefix("Bearer ").strip()
+        )
+        return bool(given) and hmac.compare_digest(given, self.account.token)
+
+    async def _generate(
+        self, request: web.Request, call: Call, body: dict[str, Any]
+    ) -> web.StreamResponse:
+        account = self.account
+        n = self._lock_n
+        self._lock_n += 1
+        digest = request_hash(request.path, body)
+        stored = next((c for c in self._stored if c.n == n), None)
+        if stored is not None and stored.request_hash == digest:
+            account.replayed += 1
+            account.calls += 1
+            account.usage = add_usage(account.usage, stored.usage)
+            account.note_model(stored.model)
+            return web.Response(
+                status=stored.status, body=stored.body.encode(), content_type=None,
+                headers={"content-type": stored.content_type},
+            )  # fmt: skip
+        if account.calls >= account.max_calls:
+            account.refused = account.refused or "agent_protocol"
+            return _error(429, "rate_limit_error", "this turn's calls are used up; answer now")
+        if account.budget_usd is not None and account.usage.cost_usd >= account.budget_usd:
+            account.refused = "agent_budget"
+            return _error(429, "rate_limit_error", "the run's budget is spent; answer now")
+        account.calls += 1
+        return await self._forward(request, call, body, counted=True, n=n, digest=digest)
+
+    async def _forward(
+        self,
+        request: web.Request,
+        call: Call,
+        body: dict[str, Any],
+        *,
+        counted: bool,
+        n: int = 0,
+        digest: str = "",
+    ) -> web.StreamResponse:
+        model = call.model or self.default_model
+        priced = f"{self.upstream.provider}/{model}"
+        url = self.upstream.base_url.rstrip("/") + request.path
+        if request.query_string:
+            query = "&".join(p for p in request.query_string.split("&") if not p.startswith("key="))
+            url += f"?{query}" if query else ""
+        headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED}
+        headers.update(self.upstream.auth_headers())
+        payload = json.dumps(body).encode()
+        gate = self.upstream.gate
+        started = time.monotonic()
+        out: web.StreamResponse | None = None
+        chunks: list[bytes] = []
+        status = 502
+        with calling(self.share, len(payload) // 4, 4096):
+            ticket = await gate.enter() if gate is not None else None
+            upstream_headers: httpx.Headers | None = None
+            try:
+                async with self.client.stream(
+                    "POST", url, content=payload, headers=headers, timeout=600
+                ) as answer:
+                    status, upstream_headers = answer.status_code, answer.headers
+                    out = web.StreamResponse(status=status)
+                    out.content_type = answer.headers.get("content-type", "application/json")
+                    out.headers["cache-control"] = "no-cache"
+                    await out.prepare(request)
+                    async for chunk in answer.aiter_raw():
+                        chunks.append(chunk)
+                        await out.write(chunk)
+            except httpx.HTTPError as exc:
+                log.warning("agent.upstream_failed", error=type(exc).__name__, model=priced)
+                status = 502
+            finally:
+                if ticket is not None and gate is not None:
+                    gate.leave(ticket, status, upstream_headers)
+        elapsed = time.monotonic() - started
+        data = b"".join(chunks)
+        if not counted:
+            return await _end(out, request, status)
+        account = self.account
+        account.model_seconds += elapsed
+        account.note_model(priced)
+        if status >= 400:
+            account.upstream_status = status
+            return await _end(out, request, status)
+        usage = replace(
+            self.charge(priced, usage_of(call, data)), latency_ms=int(elapsed * 1000)
+        )
+        account.usage = add_usage(account.usage, usage)
+        if self.log_calls is not None:
+            content_type = out.content_type if out is not None else "application/json"
+            stored = GatewayCall(
+                n, digest, priced, status, content_type, data.decode(errors="replace"), usage
+            )
+            await self.log_calls.save(stored)
+        return await _end(out, request, status)
+
+
+async def _end(
+    out: web.StreamResponse | None, request: web.Request, status: int
+) -> web.StreamResponse:
+    if out is None:
+        return _error(status, "api_error", "the upstream could not be reached")
+    with contextlib.suppress(ConnectionResetError):
+        await out.write_eof()
+    return out
+
+
+def _error(status: int, kind: str, message: str) -> web.Response:
+    """An error body each CLI reads as its provider's (type + message)."""
+    doc = {"type": "error", "error": {"type": kind, "message": message, "code": status}}
+    return web.json_response(doc, status=status)
+
+
+def _decoded(raw: bytes, encoding: str) -> bytes:
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return raw
+    if encoding == "gzip":
+        return gzip.decompress(raw)
+    if encoding == "zstd":
+        import zstandard  # type: ignore[import-not-found]  # optional: Codex may send zstd
+
+        return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(raw))
+    raise ValueError(f"content-encoding {encoding}")
+

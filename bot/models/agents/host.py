@@ -1,0 +1,170 @@
+"""What a process knows about seating agents: the sandbox, the CLIs found, the
+upstream of each, and how many agent processes may run at once.
+
+Built once per process from the settings (``AgentHost.from_settings``). Its
+checks run when a seat is asked for, not at start, so a service without
+agents never looks for bubblewrap: ``check`` raises ``AgentUnavailable`` naming
+the cause, and the command that asked is refused before any run starts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+from bot.core.errors import AgentUnavailable
+from bot.core.logs import get_logger
+from bot.core.settings import Settings
+from bot.engine.agents import PREFIX, UPSTREAM, AgentRef, Cli, is_agent, parse_agent
+from bot.models.agents.clis import CLI_SPECS, CliSpec, Found, find_cli
+from bot.models.agents.sandbox import Limits, Sandbox, bwrap_argv, find_sandbox
+
+log = get_logger(__name__)
+
+AGENT_RSS_BYTES = 600 * 1024**2  # what one agent process is budgeted (measured: 140-230 MB)
+
+
+def default_concurrency(cores: int | None = None, memory_bytes: int | None = None) -> int:
+    """Agent processes at once: two per core, and no more than memory holds at
+    ``AGENT_RSS_BYTES`` each with a quarter kept for the rest."""
+    cores = cores or os.cpu_count() or 1
+    if memory_bytes is None:
+        try:
+            memory_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            memory_bytes = 4 * 1024**3
+    return max(1, min(2 * cores, int(memory_bytes * 0.75) // AGENT_RSS_BYTES))
+
+
+@dataclass
+class AgentHost:
+    sandbox_kind: str
+    bwrap_setting: str | None
+    bins: Mapping[Cli, str | None]
+    models: Mapping[Cli, str]
+    limits: Limits
+    concurrency: int
+    max_calls: int
+    root: Path
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    _sandbox: Sandbox | None = None
+    _found: dict[Cli, Found] = field(default_factory=dict)
+    _slots: anyio.CapacityLimiter | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AgentHost:
+        return cls(
+            sandbox_kind=settings.agent_sandbox,
+            bwrap_setting=settings.agent_bwrap,
+            bins={
+                "claude-code": settings.agent_claude_code_bin,
+                "codex": settings.agent_codex_bin,
+                "gemini": settings.agent_gemini_bin,
+            },
+            models={
+                "claude-code": settings.agent_claude_code_model,
+                "codex": settings.agent_codex_model,
+                "gemini": settings.agent_gemini_model,
+            },
+            limits=Limits(
+                wall_s=settings.agent_timeout_s,
+                first_event_s=settings.agent_first_event_s,
+                idle_s=settings.agent_idle_s,
+            ),
+            concurrency=settings.agent_concurrency or default_concurrency(),
+            max_calls=settings.agent_max_calls,
+            root=settings.agent_dir or Path(tempfile.gettempdir()),
+        )
+
+    @property
+    def slots(self) -> anyio.CapacityLimiter:
+        if self._slots is None:
+            self._slots = anyio.CapacityLimiter(self.concurrency)
+        return self._slots
+
+    def sandbox(self) -> Sandbox:
+        """The sandbox, proven to start once (AgentUnavailable: it cannot)."""
+        if self._sandbox is None:
+            found = find_sandbox(self.sandbox_kind, self.bwrap_setting)
+            if found.confined:
+                probe_sandbox(found)
+            else:
+                log.warning(
+                    "agent.unsandboxed",
+                    detail="DEBATE_BOT_AGENT_SANDBOX=none: agent CLIs run unconfined (unsafe)",
+                )
+            self._sandbox = found
+        return self._sandbox
+
+    def cli(self, cli: Cli) -> Found:
+        if cli not in self._found:
+            self._found[cli] = find_cli(CLI_SPECS[cli], self.bins.get(cli), self.environ)
+        return self._found[cli]
+
+    def spec(self, cli: Cli) -> CliSpec:
+        return CLI_SPECS[cli]
+
+    def model_of(self, ref: AgentRef) -> str:
+        return ref.model or self.models.get(ref.cli, "")
+
+    def check(self, refs: Iterable[str]) -> None:
+        """Every agent reference among ``refs`` can run here: the sandbox starts
+        and its CLI is installed at its pinned minimum (AgentUnavailable: which
+        and why)."""
+        agents = [parse_agent(r) for r in dict.fromkeys(refs) if is_agent(r)]
+        if not agents:
+            return
+        self.sandbox()
+        for ref in agents:
+            self.cli(ref.cli)
+
+    def available(self, refs: Iterable[str]) -> frozenset[str]:
+        """The routing providers (``agent:<cli>``) among ``refs`` that can run here."""
+        out = set()
+        for ref in dict.fromkeys(refs):
+            if not is_agent(ref):
+                continue
+            try:
+                self.check([ref])
+            except AgentUnavailable:
+                continue
+            out.add(f"{PREFIX}{parse_agent(ref).cli}")
+        return frozenset(out)
+
+    @staticmethod
+    def upstream_provider(cli: Cli) -> str:
+        return UPSTREAM[cli]
+
+
+def probe_sandbox(sandbox: Sandbox) -> None:
+    """Start ``true`` in the sandbox exactly as a turn is started (user and network
+    namespaces, the binds): AgentUnavailable with bubblewrap's own words if not."""
+    with tempfile.TemporaryDirectory(prefix="debate-bot-probe-") as folder:
+        turn = Path(folder)
+        for sub in ("workspace", "home", "tmp", "gateway"):
+            (turn / sub).mkdir()
+        true = shutil.which("true", path="/usr/bin:/bin") or "/usr/bin/true"
+        argv = [*bwrap_argv(sandbox, turn_dir=turn, install_dir=turn / "tmp"), true]
+        try:
+            done = subprocess.run(  # noqa: S603  (our own argv)
+                argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+                env={"PATH": "/usr/bin:/bin"},
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise AgentUnavailable(
+                f"the agent sandbox does not start ({type(exc).__name__})", cause="sandbox"
+            ) from None
+    if done.returncode != 0:
+        words = (done.stderr.strip().splitlines() or ["no message"])[-1][:200]
+        hint = (
+            "; unprivileged user namespaces may be off (kernel.unprivileged_userns_clone, "
+            "user.max_user_namespaces) or the container lacks them (docs/agents-operators.md)"
+        )
+        raise AgentUnavailable(f"the agent sandbox does not start: {words}{hint}", cause="sandbox")
