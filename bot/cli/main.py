@@ -302,10 +302,11 @@ def setup(
 def doctor() -> None:
     """Check settings, the app's key and grants on GitHub, the database and the models."""
     import anyio
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from bot.cli.doctor import run_checks
+    from bot.cli.terminal import make_console
     from bot.core.logs import configure_logging
 
     # Warnings (a model that did not answer, …) go to stderr, redacted; the table
@@ -317,8 +318,9 @@ def doctor() -> None:
         raise _fail(exc) from None
     table = Table("", "check", "result", "fix")
     for c in checks:
-        table.add_row("[green]✓[/]" if c.ok else "[red]✗[/]", c.name, c.detail, c.fix)
-    Console().print(table)
+        mark = Text("✓", style="green") if c.ok else Text("✗", style="red")
+        table.add_row(mark, c.name, c.detail, c.fix)
+    make_console().print(table)
     raise typer.Exit(0 if all(c.ok for c in checks) else 1)
 
 
@@ -434,10 +436,10 @@ def runs(
     limit: Annotated[int, typer.Option(min=1, max=1000, help="How many, newest first")] = 20,
 ) -> None:
     """Recent runs from the store: state, age, cost and the link to their thread."""
-    from rich.console import Console
     from rich.table import Table
 
     from bot.cli.reports import recent_runs, rows
+    from bot.cli.terminal import make_console
 
     settings = _settings()
     found = recent_runs(settings, repo=repo, state=state, limit=limit)
@@ -447,7 +449,7 @@ def runs(
     table = Table("run", "state", "age", "mode", "cost", "tokens", "thread", box=None)
     for row in rows(settings, found):
         table.add_row(*row)
-    Console(width=200).print(table)
+    make_console(width=200).print(table)
 
 
 app.add_typer(eval_app, name="eval")

@@ -14,6 +14,7 @@ from bot.cli.eval.configs import EvalConfig, check_unique, parse_config
 from bot.cli.eval.material import tools_supported
 from bot.cli.eval.report import write_report
 from bot.cli.eval.run import RunResult, check_models, plan_jobs, run_jobs
+from bot.cli.terminal import make_console
 from bot.core.errors import ConfigError
 from bot.core.settings import Settings
 from bot.models.oracle import AnswerBook
@@ -35,7 +36,7 @@ def run_eval(
         )
     cases = load_cases(case_paths)
     configs = check_unique([c for arg in config_args for c in parse_config(arg)])
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     result = asyncio.run(_run(cases, configs, out, budget_usd, concurrency, settings, console))
     notes = _notes(configs, result)
     md, _, png = write_report(out, configs, result.results, n_cases=len(cases), notes=notes)

@@ -31,6 +31,7 @@ from bot.cli.local.log_setup import cli_logging
 from bot.cli.local.prepare import STDIN, Prepared, prepare_review, prepare_run
 from bot.cli.local.progress import Progress, step_label
 from bot.cli.local.spec import Flags, check_models, parse_mode
+from bot.cli.terminal import make_console
 from bot.core.errors import ConfigError
 from bot.core.redact import redact_secrets
 from bot.core.settings import Settings
@@ -132,7 +133,7 @@ class Prepare(Protocol):
 def _start(
     settings: Settings, options: LocalOptions, prepare: Prepare, clock: Callable[[], datetime]
 ) -> int:
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console = make_console(stderr=True, highlight=False, soft_wrap=True)
     started_at = clock()
     try:
         with cli_logging(settings):

@@ -57,7 +57,9 @@ class Progress:
         now = time.monotonic()
         self._sent = {r.key.id(): now for r in step.requests}
         if self.console.is_terminal:
-            self._status = self.console.status(f"waiting for {len(step.requests)} model call(s)…")
+            # A Text, not a str: a status reads a str as markup whatever the console says.
+            waiting = Text(f"waiting for {len(step.requests)} model call(s)…")
+            self._status = self.console.status(waiting)
             self._status.start()
 
     async def on_turn(self, turn: Turn) -> None:
