@@ -25,6 +25,15 @@ def provider(ref: str) -> str:
     return ref.split("/", 1)[0] if "/" in ref else ref
 
 
+def all_models(spec: DebateSpec) -> tuple[str, ...]:
+    """Every model reference a run may call: seats, fallbacks, the judge, voters,
+    escalation tiers."""
+    refs: list[str] = [m for p in spec.personas for m in (p.model, *p.fallbacks)]
+    refs += [spec.judge, *spec.judge_fallbacks, *spec.default_models, *spec.voters]
+    refs += [m for tier in spec.tiers for m in tier]
+    return _dedupe(tuple(r for r in refs if r))
+
+
 def judge_models(spec: DebateSpec) -> tuple[str, ...]:
     primary = spec.judge or (spec.default_models[0] if spec.default_models else "")
     if not primary:

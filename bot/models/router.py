@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Self, cast
 
@@ -21,7 +22,10 @@ from bot.core.errors import ConfigError, ModelError
 from bot.core.logs import get_logger
 from bot.core.settings import Endpoint, Settings
 from bot.core.transport import AiohttpTransport, LeanAsyncClient
+from bot.engine.agents import is_agent, parse_agent
 from bot.engine.types import DropClass, ModelRequest, Turn, Usage
+from bot.models.agents.gateway import Upstream
+from bot.models.agents.host import AgentHost
 from bot.models.anthropic import AnthropicProvider
 from bot.models.base import DROP_CLASSES, Provider, Route, ToolProvider, prompt_tokens
 from bot.models.fair import Share, calling
@@ -111,6 +115,13 @@ class ModelRouter:
         }
         # One limiter per limited model, made on first use (inside the event loop).
         self._model_limiters: dict[str, anyio.CapacityLimiter] = {}
+        # Agent seats (`agent:<cli>`): checked when a spec names one, not at start.
+        self.agents = AgentHost.from_settings(settings)
+        self._agent_upstreams = {
+            "anthropic": (settings.anthropic_base_url, anthropic_key or ""),
+            "openai": (_without_v1(settings.openai_base_url), openai_key or ""),
+            "gemini": (settings.gemini_base_url, _secret(settings.gemini_api_key) or ""),
+        }
 
     def _configure_gates(
         self,
@@ -178,8 +189,31 @@ class ModelRouter:
         """The provider ``resolve`` named, for a direct probe (`debate-bot doctor`)."""
         return self._providers[name]
 
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The one HTTP client of every model call (the agents' gateway forwards on it)."""
+        return self._client
+
+    def agent_upstreams(self) -> dict[str, Upstream]:
+        """Where agent CLIs' calls go, per provider, with its key and its gate."""
+        return {
+            name: Upstream(name, base, key, self.gate(name))
+            for name, (base, key) in self._agent_upstreams.items()
+        }
+
+    def seatable(self, refs: Iterable[str]) -> frozenset[str]:
+        """The agent providers (``agent:<cli>``) among ``refs``, each proven able to
+        run here; AgentUnavailable (a ConfigError: its message is public) names
+        the first that cannot: an agent seat is refused, never moved."""
+        agents = [r for r in refs if is_agent(r)]
+        self.agents.check(agents)
+        return frozenset(parse_agent(r).provider for r in agents)
+
     def resolve(self, model_ref: str) -> tuple[str, str]:
         """``provider/model`` → (provider, model name); ConfigError if it names no provider."""
+        if is_agent(model_ref):
+            agent = parse_agent(model_ref)
+            return agent.provider, self.agents.model_of(agent)
         provider, sep, name = model_ref.strip().partition("/")
         if not sep or not provider or not name:
             raise ConfigError(
@@ -337,6 +371,12 @@ def _check_base_url(setting: str, url: str) -> None:
             f"{setting} {url!r} is not a usable URL; it needs http:// or https:// and a host "
             "(e.g. http://localhost:11434/v1)"
         )
+
+
+def _without_v1(url: str) -> str:
+    """OpenAI's base URL names /v1; the CLIs put /v1 in their paths themselves."""
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
 def _secret(value: SecretStr | None) -> str | None:

@@ -39,7 +39,14 @@ from bot.engine.types import (
     Turn,
     Usage,
 )
-from bot.models.agents.gateway import Charge, Gateway, GatewayCall, TurnAccount, Upstream
+from bot.models.agents.gateway import (
+    Charge,
+    Gateway,
+    GatewayCall,
+    Purse,
+    TurnAccount,
+    Upstream,
+)
 from bot.models.agents.host import AgentHost
 from bot.models.agents.sandbox import SOCKET_NAME, ending_error, run_sandboxed
 from bot.models.fair import Share
@@ -75,8 +82,9 @@ class AgentSeats:
     reader: Snapshot | None
     steps: StepLog | None = None
     share: Share | None = None
-    # What is left of the run's money cap now (None: no cap); read per turn.
-    budget_left: float | None = None
+    # The run's cap and spend (its stored turns' cost at the start; every agent
+    # call adds to it as it is priced), shared by the run's agent turns.
+    purse: Purse = field(default_factory=lambda: Purse(None))
     _workspace: Path | None = None
     _written: Written | None = None
     _lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -126,7 +134,7 @@ class AgentSeats:
             return _as_turn(request, ref, done, _sum(stored))
         workspace = await self._ensure_workspace()
         token = secrets.token_urlsafe(32)
-        account = TurnAccount(token, max_calls=host.max_calls, budget_usd=self.budget_left)
+        account = TurnAccount(token, max_calls=host.max_calls, purse=self.purse)
         async with host.slots:
             turn_dir = Path(tempfile.mkdtemp(prefix="turn-", dir=workspace.parent))
             try:

@@ -18,9 +18,8 @@ from typing import Protocol
 from bot.engine.types import DebateSpec, ModelRequest, Outcome, Turn
 from bot.models.router import ModelRouter
 from bot.repo.snapshot import Snapshot
-from bot.repo.tools import ToolCaps, run_tool
+from bot.run.completers import run_models
 from bot.run.execute import Completer, NoHooks, execute
-from bot.run.tool_loop import ToolLoop
 
 
 class Hooks(Protocol):
@@ -44,18 +43,10 @@ async def debate_case(
     reader: Snapshot | None = None,
 ) -> tuple[list[Turn], Outcome]:
     done = list(turns)
-    models: Completer = router
-    if spec.tools and reader is not None:
-        models = ToolLoop(
-            routes=router,
-            plain=router.complete,
-            reader=reader,
-            run_tool=run_tool,
-            caps=ToolCaps(),
-            run_id="eval",  # no step log: the id names nothing stored
-        )
-    calls = _Budgeted(models, hooks)
-    outcome = await execute(spec, done, models=calls, hooks=_Collect(done, hooks))
+    # run_id names nothing stored: eval keeps no step log.
+    async with run_models(spec, router=router, plain=router, reader=reader, run_id="eval") as m:
+        calls = _Budgeted(m, hooks)
+        outcome = await execute(spec, done, models=calls, hooks=_Collect(done, hooks))
     return done, outcome
 
 

@@ -49,8 +49,11 @@ class RunResult:
 
 def check_models(configs: Sequence[EvalConfig], router: ModelRouter) -> None:
     """Every model reference resolves and its provider can be reached."""
-    available = router.available_providers()
     for config in configs:
+        try:
+            available = router.available_providers() | router.seatable(config.all_models())
+        except ConfigError as exc:  # an agent seat that cannot run here
+            raise ConfigError(f"configuration {config.name!r}: {exc}") from exc
         for ref in config.all_models():
             try:
                 provider, model = router.resolve(ref)

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from collections.abc import Callable
@@ -25,12 +26,12 @@ import anyio
 from rich.console import Console
 from rich.text import Text
 
-from bot.cli.local.dry_run import format_plan, simulate
+from bot.cli.local.dry_run import format_plan
 from bot.cli.local.files import DEFAULT_PLAN, EXAMPLE_PLAN, find_default_plan
 from bot.cli.local.log_setup import cli_logging
 from bot.cli.local.prepare import STDIN, Prepared, prepare_review, prepare_run
 from bot.cli.local.progress import Progress, step_label
-from bot.cli.local.spec import Flags, check_models, parse_mode
+from bot.cli.local.spec import PLANNING_MODEL, Flags, check_models, parse_mode
 from bot.cli.terminal import make_console
 from bot.core.errors import ConfigError
 from bot.core.redact import redact_secrets
@@ -39,9 +40,9 @@ from bot.engine.render import render_transcript
 from bot.engine.types import DebateSpec, Mode, Outcome, Turn
 from bot.models.router import ModelRouter
 from bot.repo.local import open_checkout
-from bot.repo.tools import ToolCaps, run_tool
+from bot.run.completers import needs_reader, run_models, seat_agents
+from bot.run.estimate import Forecast, forecast, supply_of
 from bot.run.execute import Completer, execute
-from bot.run.tool_loop import ToolLoop
 
 EXIT_OK, EXIT_ABORTED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -113,6 +114,8 @@ def _flags(options: LocalOptions, mode: Mode | None) -> Flags:
         judge=options.judge,
         alternating=options.alternating,
         no_tools=options.no_tools,
+        # A dry run calls no model: with none configured it plans with a stand-in.
+        stand_in=PLANNING_MODEL if options.dry_run else None,
     )
 
 
@@ -160,16 +163,16 @@ async def _run(
         )
         spec = prepared.spec
         if options.dry_run:
-            return await _dry_run(spec, router, prepared.source)
+            return await _dry_run(spec, router, prepared)
+        spec = seat_agents(spec, router)  # AgentUnavailable: no sandbox or CLI, no run
         for note in check_models(spec, router):
             console.print(f"note: {note}", style="yellow", markup=False)
         _mkdir(prepared.output_dir)
         _announce(console, spec, prepared)
         progress = Progress(console)
         try:
-            outcome = await execute(
-                spec, (), models=local_models(router, spec, prepared.root), hooks=progress
-            )
+            async with local_models(router, spec, prepared.root) as models:
+                outcome = await execute(spec, (), models=models, hooks=progress)
         finally:
             progress.close()
     path = _write_transcript(
@@ -186,17 +189,24 @@ async def _run(
     return _report(console, outcome, progress.turns, progress.elapsed(), path)
 
 
-async def _dry_run(spec: DebateSpec, router: ModelRouter, source: str) -> int:
+async def _dry_run(spec: DebateSpec, router: ModelRouter, prepared: Prepared) -> int:
+    """The plan and its estimate (bot/run/estimate.py): no model is called, so
+    no key is needed; with tools, bounded by what the checkout holds."""
     notes: list[str] = []
     try:
         notes += check_models(spec, router)
     except ConfigError as exc:
         notes.append(f"{exc.public} (a real run would stop here)")
     # Plan with the models as configured, not as rerouted for missing credentials.
-    batches, outcome = await simulate(replace(spec, available_providers=frozenset()))
-    sys.stdout.write(
-        format_plan(spec, batches, outcome, source=source, notes=notes, prices=router.prices)
-    )
+    planned = replace(spec, available_providers=frozenset())
+    root = prepared.root
+
+    def walk() -> Forecast:
+        supply = supply_of(open_checkout(root)) if planned.tools and root is not None else None
+        return forecast(planned, router.prices, supply_bytes=supply)
+
+    est = await anyio.to_thread.run_sync(walk)
+    sys.stdout.write(format_plan(spec, est, source=prepared.source, notes=notes))
     return EXIT_OK
 
 
@@ -277,17 +287,12 @@ def _report(
     return EXIT_OK
 
 
-def local_models(router: ModelRouter, spec: DebateSpec, root: Path | None) -> Completer:
-    """The router, or with ``spec.tools`` a tool loop over the working tree (only
-    what ``git ls-files`` lists: an ignored ``.env`` never reaches a model). A
-    local run is short and restarts cheaply, so its steps are not stored."""
-    if not spec.tools or root is None:
-        return router
-    return ToolLoop(
-        routes=router,
-        plain=router.complete,
-        reader=open_checkout(root),
-        run_tool=run_tool,
-        caps=ToolCaps(),
-        run_id="local",
-    )
+def local_models(
+    router: ModelRouter, spec: DebateSpec, root: Path | None
+) -> contextlib.AbstractAsyncContextManager[Completer]:
+    """The run's completer (bot/run/completers.py) over the working tree (only what
+    ``git ls-files`` lists: an ignored ``.env`` never reaches a model or an
+    agent's workspace). A local run is short and restarts cheaply, so its steps
+    are not stored."""
+    reader = open_checkout(root) if root is not None and needs_reader(spec) else None
+    return run_models(spec, router=router, plain=router, reader=reader, run_id="local")

@@ -18,7 +18,7 @@ from typing import get_args
 from bot.core.errors import ConfigError, ProtocolError
 from bot.core.settings import Settings
 from bot.engine.protocol import next_step
-from bot.engine.routing import base_models, judge_models
+from bot.engine.routing import all_models, base_models, judge_models
 from bot.engine.types import ContextFile, DebateSpec, Mode, PersonaSpec
 from bot.inputs.plan import Plan
 from bot.inputs.repo_config import PersonaConfig, RepoConfig
@@ -30,6 +30,10 @@ NO_MODEL = (
     "OpenAI-compatible server) or ANTHROPIC_API_KEY. For an offline rehearsal without any key, "
     "pass --model scripted/rehearsal."
 )
+
+# What a dry run plans with when no model is configured (it calls none): the
+# model NO_MODEL suggests, priced by the built-in table.
+PLANNING_MODEL = "openai/gpt-4.1-mini"
 
 _CREDENTIALS = {
     "openai": "set OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server)",
@@ -48,6 +52,7 @@ class Flags:
     judge: str | None = None
     alternating: bool = False
     no_tools: bool = False
+    stand_in: str | None = None  # a dry run's model where none is configured
 
 
 def parse_mode(value: str | None) -> Mode | None:
@@ -93,7 +98,14 @@ def spec_from_plan(
     )
     judge = (flags.judge or "").strip() or config.judge or settings.default_model or model or ""
     if not judge and not default_models and not any(p.model for p in personas):
-        raise ConfigError(NO_MODEL)
+        if not flags.stand_in:
+            raise ConfigError(NO_MODEL)
+        judge, default_models = flags.stand_in, (flags.stand_in,)
+        warnings = (
+            *warnings,
+            f"no model is configured: planned with {flags.stand_in} and its price "
+            "(set DEBATE_BOT_DEFAULT_MODEL or pass --model for yours)",
+        )
     if subject_truncated:
         warnings = (*warnings, "the plan was longer than the subject limit and was truncated")
     spec = DebateSpec(
@@ -138,7 +150,7 @@ def check_models(spec: DebateSpec, router: ModelRouter) -> tuple[str, ...]:
         name = spec.personas[i].name if i < len(spec.personas) else f"auto-picked persona {i + 1}"
         roles.append((f"persona {name!r}", base_models(spec, i), "--model"))
     roles.append(("the judge", judge_models(spec), "--judge"))
-    available = router.available_providers()
+    available = router.available_providers() | router.seatable(all_models(spec))
     notes: list[str] = []
     for role, refs, flag in roles:
         for position, ref in enumerate(refs):

@@ -225,7 +225,7 @@ def find_cli(spec: CliSpec, configured: str | None, environ: Mapping[str, str]) 
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise AgentUnavailable(
-            f"agent:{spec.cli}: {path} does not run ({type(exc).__name__})", cause="cli"
+            f"agent:{spec.cli}: the CLI does not run ({type(exc).__name__})", cause="cli"
         ) from None
     version = version_tuple(out.stdout + out.stderr)
     if not version or version < version_tuple(spec.min_version):

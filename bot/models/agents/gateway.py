@@ -97,12 +97,25 @@ Charge = Callable[[str, Usage], Usage]
 
 
 @dataclass
+class Purse:
+    """A run's money as its agent turns see it: the cap (None: none) and what the
+    run has spent, its agent calls counted the moment each is priced."""
+
+    cap_usd: float | None
+    spent_usd: float = 0.0
+
+    @property
+    def empty(self) -> bool:
+        return self.cap_usd is not None and self.spent_usd >= self.cap_usd
+
+
+@dataclass
 class TurnAccount:
     """What one agent turn may do and has done at the gateway."""
 
     token: str
     max_calls: int
-    budget_usd: float | None  # left of the run's cap at the turn's start; None: no cap
+    purse: Purse = field(default_factory=lambda: Purse(None))
     usage: Usage = field(default_factory=Usage)
     calls: int = 0
     replayed: int = 0
@@ -210,7 +223,7 @@ class Gateway:
         if account.calls >= account.max_calls:
             account.refused = account.refused or "agent_protocol"
             return _error(429, "rate_limit_error", "this turn's calls are used up; answer now")
-        if account.budget_usd is not None and account.usage.cost_usd >= account.budget_usd:
+        if account.purse.empty:
             account.refused = "agent_budget"
             return _error(429, "rate_limit_error", "the run's budget is spent; answer now")
         account.calls += 1
@@ -275,6 +288,7 @@ class Gateway:
             self.charge(priced, usage_of(call, data)), latency_ms=int(elapsed * 1000)
         )
         account.usage = add_usage(account.usage, usage)
+        account.purse.spent_usd += usage.cost_usd
         if self.log_calls is not None:
             content_type = out.content_type if out is not None else "application/json"
             stored = GatewayCall(

@@ -162,9 +162,11 @@ def probe_sandbox(sandbox: Sandbox) -> None:
                 f"the agent sandbox does not start ({type(exc).__name__})", cause="sandbox"
             ) from None
     if done.returncode != 0:
-        words = (done.stderr.strip().splitlines() or ["no message"])[-1][:200]
-        hint = (
-            "; unprivileged user namespaces may be off (kernel.unprivileged_userns_clone, "
-            "user.max_user_namespaces) or the container lacks them (docs/agents-operators.md)"
+        # bubblewrap's own words may name host paths: logs only.
+        log.warning("agent.sandbox_failed", stderr=done.stderr.strip()[-500:])
+        raise AgentUnavailable(
+            "the agent sandbox (bubblewrap) does not start on this server: unprivileged user "
+            "namespaces may be off, or the container does not allow them "
+            "(docs/agents-operators.md)",
+            cause="sandbox",
         )
-        raise AgentUnavailable(f"the agent sandbox does not start: {words}{hint}", cause="sandbox")

@@ -20,9 +20,8 @@ from bot.core.logs import get_logger
 from bot.engine.types import DebateSpec, Outcome, Turn
 from bot.github.gateway import InstallationClient
 from bot.github.pacing import writer_since
-from bot.repo.tools import ToolCaps, run_tool
+from bot.run.completers import needs_reader, run_models
 from bot.run.execute import Completer
-from bot.run.tool_loop import ToolLoop
 from bot.service.worker.context import Services
 from bot.service.worker.driver import (
     Cancelled,
@@ -348,24 +347,28 @@ class Worker:
         await self.routes.continue_queue(self.respond, gh, run)
 
     async def _models(
-        self, gh: InstallationClient, run: RunRow, spec: DebateSpec, plain: RunCalls
-    ) -> Completer:
-        """The run's calls, or with ``spec.tools`` a tool loop over the snapshot of
-        its pinned commit (shared by the process's runs on that commit); each step
-        of a turn's loop is stored, so a resumed run pays no finished step twice."""
-        if not spec.tools or spec.repo_ref is None:
-            return plain
+        self, gh: InstallationClient, run: RunRow, spec: DebateSpec
+    ) -> contextlib.AbstractAsyncContextManager[Completer]:
+        """The run's calls (bot/run/completers.py): with ``spec.tools`` a tool loop,
+        with agent seats their sandboxed CLIs, both over the snapshot of its pinned
+        commit (shared by the process's runs on that commit); each step of a turn
+        is stored, so a resumed run pays no finished step twice."""
         svc = self.svc
-        return ToolLoop(
-            routes=svc.models,
-            plain=plain.complete,
-            reader=await svc.repos.snapshot(gh, spec.repo_ref),
-            run_tool=run_tool,
-            caps=ToolCaps(),
+        plain = RunCalls.of(svc.models, run)
+        reader = None
+        if needs_reader(spec) and spec.repo_ref is not None:
+            reader = await svc.repos.snapshot(gh, spec.repo_ref)
+        spent = (await svc.db.run_spend(run.id)).usd if spec.max_cost_usd is not None else 0.0
+        return run_models(
+            spec,
+            router=svc.models,
+            plain=plain,
+            reader=reader,
             run_id=run.id,
             steps=svc.store,
             metrics=svc.metrics,
             share=plain.share,
+            spent_usd=spent,
         )
 
     async def _drive_with(self, gh: InstallationClient, run: RunRow, spec: DebateSpec) -> None:
@@ -432,8 +435,9 @@ class Worker:
         async with anyio.create_task_group() as tg:
             tg.start_soon(renew)
             try:
-                driver.models = await self._models(gh, run, spec, RunCalls.of(svc.models, run))
-                outcome = await driver.drive()
+                async with await self._models(gh, run, spec) as models:
+                    driver.models = models
+                    outcome = await driver.drive()
                 turns = await svc.db.load_turns(run.id)
                 await finisher.finish(outcome, tokens_and_cost(turns), self.id)
             except LeaseLost:

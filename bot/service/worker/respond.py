@@ -12,8 +12,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
-import anyio
-
 from bot.core.aio import both
 from bot.core.errors import (
     ActiveRun,
@@ -35,7 +33,14 @@ from bot.inputs.repo_config import RepoConfig
 from bot.inputs.text import cap_subject
 from bot.repo.github import html_url
 from bot.run.admission import Limits, Quota, quota_scope
-from bot.service.worker.budgets import budget_for, caps_for, quota_for, status_spend
+from bot.run.completers import seat_agents
+from bot.service.worker.budgets import (
+    budget_for,
+    caps_for,
+    forecast_for,
+    quota_for,
+    status_spend,
+)
 from bot.service.worker.context import Origin, Services, load_config
 from bot.service.worker.publish import Publisher, Thread
 from bot.service.worker.specs import Overrides, Subject, build_spec
@@ -262,11 +267,15 @@ class Responder:
         except ConfigError as exc:
             await self.reply(gh, origin, exc.public)
             return "done"
-        # The budgets (and the estimate they need): off the event loop, the
-        # estimate walks the whole plan.
-        budget = await anyio.to_thread.run_sync(
-            budget_for, spec, caps_for(self.svc.settings, config), self.svc.models.prices
+        # The budgets, and the estimate they need (`/debate estimate`'s own figure).
+        caps = caps_for(self.svc.settings, config)
+        installation = None if gh is None else gh.installation_id
+        estimate = (
+            await forecast_for(self.svc, gh, spec, repo=origin.repo, installation_id=installation)
+            if caps.any
+            else None
         )
+        budget = budget_for(spec, estimate, caps, self.svc.models.prices)
         trigger = Trigger(
             comment_id=origin.comment_id,
             review_comment=origin.review_comment,
@@ -287,7 +296,7 @@ class Responder:
                 issue_number=origin.issue_number,
                 spec=spec,
                 mode=chosen,
-                installation_id=None if gh is None else gh.installation_id,
+                installation_id=installation,
                 is_pr=origin.is_pr,
                 trigger=replace(trigger, **(extras or {})),
                 requested_by=origin.sender,
@@ -363,7 +372,8 @@ class Responder:
             # The debaters read the pinned commit (bot/repo) when one was pinned.
             tools_available=repo_ref is not None,
         )
-        return chosen, spec
+        # An agent seat that cannot run here refuses the command (AgentUnavailable).
+        return chosen, seat_agents(spec, self.svc.models)
 
     async def acknowledge(
         self, gh: InstallationClient, origin: Origin, config: RepoConfig, link_from: Origin | None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,7 +17,6 @@ from bot.models.fair import Share, calling
 from bot.models.gate import Ticket
 from bot.models.router import ModelRouter
 from bot.run.tool_loop import ToolLoop
-from bot.service.worker.driver import RunCalls
 from bot.service.worker.pool import Worker
 from testkit.fakes.memory_repo import MemoryReader, run_tool
 from testkit.fakes.tool_server import Call, ToolModelServer, stop_after
@@ -150,7 +150,7 @@ def test_the_answer_of_a_server_that_refuses_tools_is_priced_by_the_book(tmp_pat
 
 def test_the_worker_gives_a_runs_tool_loop_the_runs_share() -> None:
     """``Worker._models``: the tool loop of a run with tools takes the share its
-    plain calls have (``RunCalls``), so both wait in the same fair queue."""
+    plain calls have (``RunCalls.of(run)``), so both wait in the same fair queue."""
     snapshot = MemoryReader(dict(FILES))
 
     class Repos:
@@ -164,9 +164,14 @@ def test_the_worker_gives_a_runs_tool_loop_the_runs_share() -> None:
             worker = SimpleNamespace(svc=svc)
             ref = RepoRef("acme/widgets", "0" * 40)
             spec = spec_for("debate", tools=True, repo_ref=ref)
-            plain = RunCalls(router, NEWER)
-            run = SimpleNamespace(id="run-new")
-            return await Worker._models(worker, None, run, spec, plain)  # type: ignore[arg-type]
+            run = SimpleNamespace(
+                id="run-new",
+                installation_id=NEWER.installation,
+                created_at=datetime.fromtimestamp(NEWER.since, UTC),
+            )
+            made = await Worker._models(worker, None, run, spec)  # type: ignore[arg-type]
+            async with made as loop:
+                return loop
 
     loop = asyncio.run(scenario())
     assert isinstance(loop, ToolLoop)
