@@ -4,6 +4,7 @@ with the fix. Secrets are never shown, only whether they are set."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,10 @@ import yaml
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from rich.cells import cell_len
+from rich.console import Console
+from rich.table import Column, Table
+from rich.text import Text
 
 from bot.core.errors import BotError, ConfigError, ModelError
 from bot.core.explain import check_sqlite_folder, explain, first_line
@@ -59,8 +64,11 @@ def _settings_checks(settings: Settings, key: str | None, key_error: str) -> lis
             "set (masked)" if settings.webhook_secret else "not set",
         ),
     ]
+    # No app at all (a first deployment): `debate-bot setup` registers one and
+    # writes all three; one of them missing is a setting to fill in.
+    no_app = settings.app_id is None and not key and not key_error and not settings.webhook_secret
     checks = [
-        Check(name, ok, detail, "" if ok else f"set {variable} in .env or the environment")
+        Check(name, ok, detail, "" if ok else _setting_fix(variable, no_app=no_app))
         for name, variable, ok, detail in rows
     ]
     if key:
@@ -77,6 +85,15 @@ def _settings_checks(settings: Settings, key: str | None, key_error: str) -> lis
                 )
             )
     return checks
+
+
+def _setting_fix(variable: str, *, no_app: bool) -> str:
+    if no_app:
+        return "no app yet: run `debate-bot setup` (it registers the app and writes .env)"
+    fix = f"set {variable} in .env or the environment"
+    if variable == "DEBATE_BOT_APP_ID":
+        fix += " (no app yet: run `debate-bot setup`)"
+    return fix
 
 
 def _grants(app: dict[str, Any], manifest: dict[str, Any]) -> list[Check]:
@@ -240,3 +257,68 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks += _database_checks(settings)
     checks += await _model_checks(settings)
     return checks
+
+
+HEADERS = ("check", "result", "fix")
+
+
+def show(checks: Sequence[Check], console: Console) -> None:
+    """The checks as a table when the console is wide enough for every name on
+    one line and every word of a result or fix whole; else stacked: each check on
+    its own line, its result and fix indented below it. Nothing is cut to fit
+    (an 80-column terminal, a pipe: rich's 80): a long line wraps between words,
+    and only a word longer than the whole line is folded.
+    ``console``: bot/cli/terminal.py (no markup: brackets print as written)."""
+    widths = _column_widths(checks, console.width)
+    if widths is None:
+        _stacked(checks, console)
+        return
+    table = Table(
+        Column("", width=1),
+        *(Column(h, width=w, overflow="fold") for h, w in zip(HEADERS, widths, strict=True)),
+    )
+    for c in checks:
+        table.add_row(_mark(c), c.name, c.detail, c.fix)
+    console.print(table)
+
+
+def _column_widths(checks: Sequence[Check], width: int) -> list[int] | None:
+    """The check, result and fix columns' widths for ``width`` columns: a name
+    never wraps, a result or fix wraps between words only, room beyond that goes
+    to the columns that can use it. None when the table cannot fit so."""
+    cells = [(c.name, c.detail, c.fix) for c in checks]
+    columns = [[h, *(row[i] for row in cells)] for i, h in enumerate(HEADERS)]
+    longest = [max(_longest_line(t) for t in col) for col in columns]
+    least = [longest[0], *(max(_longest_word(t) for t in col) for col in columns[1:])]
+    # The mark's column (1), a space either side of each of the 4 columns, 5 rules.
+    room = width - (1 + 4 * 2 + 5)
+    spare = room - sum(least)
+    if spare < 0:
+        return None
+    wants = [most - fewest for most, fewest in zip(longest, least, strict=True)]
+    if sum(wants) <= spare:
+        return longest
+    return [fewest + spare * want // sum(wants) for fewest, want in zip(least, wants, strict=True)]
+
+
+def _longest_line(text: str) -> int:
+    return max((cell_len(line) for line in text.splitlines()), default=0)
+
+
+def _longest_word(text: str) -> int:
+    return max((cell_len(word) for word in text.split()), default=0)
+
+
+def _stacked(checks: Sequence[Check], console: Console) -> None:
+    indent = "    "
+    for c in checks:
+        console.print(Text.assemble(_mark(c), " ", c.name), overflow="fold")
+        for said in (c.detail, *((f"fix: {c.fix}",) if c.fix else ())):
+            lines = Text(said).wrap(console, max(1, console.width - len(indent)), overflow="fold")
+            for line in lines:
+                line.rstrip()
+                console.print(Text(indent) + line)
+
+
+def _mark(check: Check) -> Text:
+    return Text("✓", style="green") if check.ok else Text("✗", style="red")

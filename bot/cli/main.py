@@ -302,25 +302,19 @@ def setup(
 def doctor() -> None:
     """Check settings, the app's key and grants on GitHub, the database and the models."""
     import anyio
-    from rich.table import Table
-    from rich.text import Text
 
-    from bot.cli.doctor import run_checks
+    from bot.cli.doctor import run_checks, show
     from bot.cli.terminal import make_console
     from bot.core.logs import configure_logging
 
-    # Warnings (a model that did not answer, …) go to stderr, redacted; the table
-    # on stdout says what failed.
+    # Warnings (a model that did not answer, …) go to stderr, redacted; the checks
+    # on stdout say what failed (a table, or stacked when the terminal is narrow).
     configure_logging("WARNING", json=False)
     try:
         checks = anyio.run(run_checks, _settings())
     except BotError as exc:
         raise _fail(exc) from None
-    table = Table("", "check", "result", "fix")
-    for c in checks:
-        mark = Text("✓", style="green") if c.ok else Text("✗", style="red")
-        table.add_row(mark, c.name, c.detail, c.fix)
-    make_console().print(table)
+    show(checks, make_console())
     raise typer.Exit(0 if all(c.ok for c in checks) else 1)
 
 

@@ -9,10 +9,14 @@ from pathlib import Path
 from testkit.harness.service import Harness, rsa_keypair
 
 
-def doctor(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def doctor(
+    env: dict[str, str], cwd: Path, columns: str | None = "200"
+) -> subprocess.CompletedProcess[str]:
+    """Piped, as wide as ``columns`` (None: unset, so rich's 80)."""
+    env = {k: v for k, v in env.items() if k != "COLUMNS"}
     return subprocess.run(
         [sys.executable, "-m", "bot", "doctor"],
-        env={**env, "COLUMNS": "200"},
+        env={**env, "COLUMNS": columns} if columns is not None else env,
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -134,3 +138,91 @@ def test_refused_connections_are_named(harness: Harness, tmp_path: Path) -> None
     # The table may wrap a long cell onto more lines: the driver's words are there.
     assert "connection refused" in " ".join(result.stdout.split()).lower()
     assert "hunter2pw" not in result.stdout + result.stderr
+
+
+NAMES = ("DEBATE_BOT_APP_ID", "DEBATE_BOT_PRIVATE_KEY(_FILE)", "DEBATE_BOT_WEBHOOK_SECRET")
+
+
+def checks_said(output: str) -> dict[str, tuple[str, str]]:
+    """check name -> (result, fix), each joined back from its wrapped lines, from
+    either layout: the table, or the stack (a check, its result and fix indented)."""
+    said: dict[str, list[list[str]]] = {}
+    name = ""
+    for line in output.splitlines():
+        if line.startswith("│"):
+            cells = [c.strip() for c in line.strip("│").split("│")]
+            if len(cells) != 4:
+                continue
+            if cells[0] in {"✓", "✗"}:
+                name = cells[1]
+                said[name] = [[], []]
+            if name:
+                for part, cell in zip(said[name], cells[2:], strict=True):
+                    part.append(cell)
+        elif line[:2] in {"✓ ", "✗ "}:
+            name = line[2:]
+            said[name] = [[], []]
+        elif name and line.startswith("    "):
+            text = line.strip()
+            if text.startswith("fix: "):
+                said[name][1].append(text.removeprefix("fix: "))
+            else:
+                said[name][1 if said[name][1] else 0].append(text)
+    return {
+        n: (" ".join(" ".join(r).split()), " ".join(" ".join(f).split()))
+        for n, (r, f) in said.items()
+    }
+
+
+def test_no_app_at_80_columns_names_every_setting_whole(harness: Harness, tmp_path: Path) -> None:
+    """An 80-column terminal or a pipe: each name on one line, each fix whole
+    (wrapped between words, never cut with an ellipsis); no app: run setup."""
+    env = {
+        k: v
+        for k, v in harness.env.items()
+        if k
+        not in {
+            "DEBATE_BOT_APP_ID",
+            "DEBATE_BOT_PRIVATE_KEY",
+            "DEBATE_BOT_PRIVATE_KEY_FILE",
+            "DEBATE_BOT_WEBHOOK_SECRET",
+        }
+    }
+    for columns in ("80", None):
+        result = doctor(env, tmp_path, columns)
+        assert result.returncode == 1, result.stdout + result.stderr
+        out = result.stdout
+        assert "…" not in out and max(len(line) for line in out.splitlines()) <= 80, out
+        said = checks_said(out)
+        for name in NAMES:
+            assert said[name] == (
+                "not set",
+                "no app yet: run `debate-bot setup` (it registers the app and writes .env)",
+            ), (name, out)
+        assert said["schema"][1] == "run `debate-bot migrate`"  # never migrated
+        assert "model openai/gpt-4.1-mini" in said
+
+
+def test_a_long_fix_at_80_columns_is_whole(harness: Harness, tmp_path: Path) -> None:
+    env = {k: v for k, v in harness.env.items() if k != "DEBATE_BOT_PRIVATE_KEY"}
+    env["DEBATE_BOT_PRIVATE_KEY_FILE"] = str(tmp_path / "missing.pem")
+    result = doctor(env, tmp_path, "80")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "…" not in result.stdout
+    result_text, fix = checks_said(result.stdout)["DEBATE_BOT_PRIVATE_KEY(_FILE)"]
+    assert "cannot read" in result_text
+    assert fix == (
+        "set DEBATE_BOT_PRIVATE_KEY_FILE (or DEBATE_BOT_PRIVATE_KEY) in .env or the environment"
+    )
+
+
+def test_a_healthy_deployment_at_80_columns_shows_every_name(
+    harness: Harness, tmp_path: Path
+) -> None:
+    migrate(harness.env, tmp_path)
+    result = doctor(harness.env, tmp_path, "80")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "…" not in result.stdout
+    said = checks_said(result.stdout)
+    for name in (*NAMES, "GitHub accepts the app", "model anthropic/claude-sonnet-4-5"):
+        assert name in said, (name, result.stdout)
