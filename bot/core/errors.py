@@ -282,25 +282,35 @@ class BudgetSpent(AdmissionRefused):
         spent: float,
         estimate: float,
         resets: datetime | None = None,
+        least: float | None = None,  # what did not fit: the first round (default: estimate)
     ) -> None:
         name = _BUDGET_NAMES[scope]
+        least = estimate if least is None else least
+        short = least - (limit - spent)
+        what = (
+            f"this run is estimated at ${estimate:.4f}"
+            if least >= estimate
+            else f"this run is estimated at ${estimate:.4f}, and even its first round at "
+            f"${least:.4f}"
+        )
         if scope == "run":
             public = (
-                f"Not started: this run is estimated at ${estimate:.4f}, over {name} of "
-                f"${limit:.4f}. Try fewer rounds or personas, or `/debate estimate` to compare."
+                f"Not started: {what}, over {name} of ${limit:.4f} by ${short:.4f}. "
+                "Try fewer rounds or personas, or `/debate estimate` to compare."
             )
         else:
             when = resets.strftime("%Y-%m-%d %H:%M UTC") if resets else "next month"
             public = (
                 f"Not started: {name} is ${limit:.4f}; ${spent:.4f} is spent or held "
-                f"by running debates this month, and this run is estimated at "
-                f"${estimate:.4f}. The budget resets on {when}."
+                f"by running debates this month, which leaves ${max(0.0, limit - spent):.4f}, "
+                f"and {what}: ${short:.4f} short. The budget resets on {when}."
             )
-        super().__init__(f"the {scope} budget has no room for ${estimate:.4f}", public=public)
+        super().__init__(f"the {scope} budget has no room for ${least:.4f}", public=public)
         self.scope = scope
         self.limit = limit
         self.spent = spent
         self.estimate = estimate
+        self.least = least
         self.resets = resets
 
 

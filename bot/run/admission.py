@@ -5,6 +5,13 @@ price rule and the three budgets (per run, per repository per month, per
 installation per month; docs/configuration.md, "Money"). The store runs it
 inside the transaction and lock ``create_run`` takes and keeps only the sums
 (``Used``); the admitted cap becomes the run's ``DebateSpec.max_cost_usd``.
+
+A budget admits what fits: the run starts when its first round (the frame and
+the first persona turns, ``Budget.first_round_usd``) fits the per-run budget
+and what is left of each monthly one; its cap is the tightest of those, so a
+run whose whole expected cost does not fit stops at the cap and synthesizes
+from what it has. It holds its expected cost (``Budget.estimate_usd``), or its
+cap when that is less, against the monthly budgets until it ends.
 Imports only the standard library, ``bot.engine`` and ``bot.core.errors``.
 """
 
@@ -32,15 +39,25 @@ class Quota:
 @dataclass(frozen=True)
 class Budget:
     """The dollar caps that apply to one run (None: no cap) and what it is
-    estimated to cost. Monthly caps count the UTC calendar month."""
+    estimated to cost (bot/run/estimate.py). Monthly caps count the UTC
+    calendar month."""
 
-    estimate_usd: float
+    estimate_usd: float  # the expected cost of the whole run
     per_run_usd: float | None = None
     repo_month_usd: float | None = None
     installation_month_usd: float | None = None
     # Models of the plan with no price (listed or assumed), and whether that refuses it.
     unpriced: tuple[str, ...] = ()
     refuse_unpriced: bool = False
+    # The least the run spends once started: its frame and first round (None:
+    # the whole estimate, a run that must fit entirely).
+    first_round_usd: float | None = None
+
+    @property
+    def least_usd(self) -> float:
+        if self.first_round_usd is None:
+            return self.estimate_usd
+        return min(self.first_round_usd, self.estimate_usd)
 
     @property
     def capped(self) -> bool:
@@ -114,12 +131,14 @@ def decide(limits: Limits, used: Used, now: datetime) -> Admitted | AdmissionRef
         return Admitted(None, 0.0)
     if budget.unpriced and budget.refuse_unpriced:
         return PriceUnknown(budget.unpriced)
-    estimate = budget.estimate_usd
+    estimate, least = budget.estimate_usd, budget.least_usd
     resets = next_month(now)
     caps: list[float] = []
     if budget.per_run_usd is not None:
-        if estimate > budget.per_run_usd:
-            return BudgetSpent("run", limit=budget.per_run_usd, spent=0.0, estimate=estimate)
+        if least > budget.per_run_usd:
+            return BudgetSpent(
+                "run", limit=budget.per_run_usd, spent=0.0, estimate=estimate, least=least
+            )
         caps.append(budget.per_run_usd)
     monthly: tuple[tuple[Literal["repo", "installation"], float | None, float], ...] = (
         ("repo", budget.repo_month_usd, used.repo_month_usd),
@@ -128,7 +147,10 @@ def decide(limits: Limits, used: Used, now: datetime) -> Admitted | AdmissionRef
     for which, limit, spent in monthly:
         if limit is None:
             continue
-        if spent + estimate > limit:
-            return BudgetSpent(which, limit=limit, spent=spent, estimate=estimate, resets=resets)
+        if spent + least > limit:
+            return BudgetSpent(
+                which, limit=limit, spent=spent, estimate=estimate, least=least, resets=resets
+            )
         caps.append(limit - spent)
-    return Admitted(min(caps) if caps else None, estimate)
+    cap = min(caps) if caps else None
+    return Admitted(cap, estimate if cap is None else min(estimate, cap))

@@ -17,7 +17,7 @@ reservation is settled to the real spend.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -30,9 +30,17 @@ from bot.core.errors import AdmissionRefused
 from bot.engine.types import DebateSpec, Turn
 from bot.run.admission import Admitted, Limits, Used, decide, month_start
 from bot.store.base import StoreBase
-from bot.store.codec import spec_to_json
-from bot.store.rows import MonthSpend, RunSpend, SpendBy, SpendLine
-from bot.store.schema import ACTIVE_RUN_STATES, runs, spend
+from bot.store.codec import from_json, spec_from_json, spec_to_json
+from bot.store.rows import (
+    MonthSpend,
+    RunSpend,
+    SpendBy,
+    SpendLine,
+    StoredStep,
+    TurnUse,
+    UsageHistory,
+)
+from bot.store.schema import ACTIVE_RUN_STATES, runs, spend, turn_steps, turns
 
 # Held to the end of create_run's transaction: one admission at a time per
 # repository (and per installation when its budget applies). The two-key form
@@ -115,6 +123,52 @@ class LedgerQueries(StoreBase):
         ]
         return sorted(lines, key=lambda line: (-line.usd, line.key))
 
+    def usage_history(
+        self,
+        *,
+        installation_id: int | None,
+        repo: str,
+        mode: str,
+        models: Sequence[str],
+        per_model: int = 200,
+    ) -> UsageHistory:
+        """What the latest ``per_model`` answered turns of each of ``models``
+        really used in this installation's runs of ``mode`` (its repository's
+        where it has no installation): the estimate learns from them
+        (bot/run/habits.py). The ledger's calls joined with their turns' answers
+        and, for a turn with tools, its last step's evidence."""
+        s, r, t, st = spend.c, runs.c, turns.c, turn_steps.c
+        scope = (
+            r.installation_id == installation_id
+            if installation_id is not None
+            else (r.repo == repo)
+        )
+        base = (
+            sa.select(s.run_id, s.model, t.phase, s.output_tokens, t.text, st.body)
+            .select_from(
+                spend.join(runs, r.id == s.run_id)
+                .join(turns, (t.run_id == s.run_id) & (t.turn_id == s.turn_id))
+                .outerjoin(
+                    turn_steps,
+                    (st.run_id == s.run_id) & (st.turn_id == s.turn_id) & st.final.is_(True),
+                )
+            )
+            .where(scope, r.mode == mode, t.status == "ok")
+            .order_by(s.created_at.desc(), s.turn_id)
+            .limit(per_model)
+        )
+        used: list[TurnUse] = []
+        with self._read("usage_history") as conn:
+            for model in dict.fromkeys(models):
+                rows = conn.execute(base.where(s.model == model)).all()
+                used += [_turn_use(*row) for row in rows]
+            ids = sorted({u.run_id for u in used})
+            specs = {
+                run_id: spec_from_json(text)
+                for run_id, text in conn.execute(sa.select(r.id, r.spec).where(r.id.in_(ids)))
+            }
+        return UsageHistory(tuple(used), specs)
+
     def spend_totals(self) -> Iterator[tuple[int | None, str, str, float]]:
         """All-time spend per (installation, repository, model): the metrics' counter."""
         s = spend.c
@@ -146,6 +200,21 @@ class LedgerQueries(StoreBase):
         for installation, usd in [*spent, *held]:
             totals[int(installation)] = totals.get(int(installation), 0.0) + float(usd or 0.0)
         return totals
+
+
+def _turn_use(
+    run_id: str, model: str, phase: str, output_tokens: int, text: str, step: str | None
+) -> TurnUse:
+    """A turn's use: a turn with tools by its last step (the call that wrote the
+    answer, and the evidence of the loop), another by its one call."""
+    if step is None:
+        return TurnUse(run_id, model, phase, len(text.split()), len(text), output_tokens, None, 0)
+    last = from_json(StoredStep, step)
+    evidence = last.evidence
+    steps = max(0, evidence.steps - 1) if evidence is not None else last.n
+    read = evidence.bytes_read if evidence is not None else 0
+    answer = last.usage.output_tokens
+    return TurnUse(run_id, model, phase, len(text.split()), len(text), answer, steps, read)
 
 
 def _held() -> sa.ColumnElement[float]:

@@ -217,6 +217,28 @@ class SpendLine:
 
 
 @dataclass(frozen=True)
+class TurnUse:
+    """What one stored turn really used, for the estimate (``usage_history``)."""
+
+    run_id: str
+    model: str
+    phase: str
+    words: int  # of its answer
+    chars: int  # of its answer
+    answer_tokens: int  # output tokens of the call that wrote the answer
+    tool_steps: int | None  # steps that read (None: a turn without tools)
+    tool_bytes: int  # what they read
+
+
+@dataclass(frozen=True)
+class UsageHistory:
+    """Recent turns of an installation's runs of one mode, and those runs' specs."""
+
+    turns: tuple[TurnUse, ...] = ()
+    specs: Mapping[str, DebateSpec] | None = None
+
+
+@dataclass(frozen=True)
 class ModelLimit:
     window: float
     decreased_at: datetime | None

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from bot.models.estimate import padded_answer
 from bot.models.pricing import Price, PriceBook
+from bot.run.estimate import padded_answer
 from bot.store import RunStore
 from testkit.harness.scenarios import (
     bot_markers,

@@ -1,28 +1,24 @@
-"""`debate-bot run --dry-run`: the batches a run would send, with no model called.
+"""`debate-bot run --dry-run`: the batches a run would send and what it would
+cost, with no model called and no key needed.
 
-``next_step`` only moves on once a batch has turns, so the walk is simulated:
-each request gets a placeholder turn written locally by the scripted rehearsal
-(``bot.engine.rehearsal.reply``). The printout says so — it is a plan, not a
-debate: a real run may add counter rounds while a crux stays open, stop
-earlier on convergence, and auto-pick different personas.
+The plan and its cost are the estimate's (``bot.run.estimate.forecast``, the
+one `/debate estimate` and admission quote): the engine walked with placeholder
+replies from the scripted rehearsal (``bot.engine.rehearsal.reply``). The
+printout says so — it is a plan, not a debate: a real run may add counter
+rounds while a crux stays open, stop earlier on convergence, and auto-pick
+different personas.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 
-from bot.core.errors import ProtocolError
 from bot.engine.prompts import word_budget
 from bot.engine.rehearsal import reply
-from bot.engine.types import Batch, DebateSpec, ModelRequest, Outcome, Prompt, Turn, Usage
+from bot.engine.types import DebateSpec, ModelRequest, Prompt, Turn, Usage
 from bot.models.base import approx_tokens
-from bot.models.estimate import estimate_run
-from bot.models.pricing import PriceBook
-from bot.run.execute import execute
-
-# Far above any real plan (frame + 10 rounds × 3 tiers + votes + synthesis).
-_MAX_BATCHES = 200
+from bot.run.estimate import Forecast
+from bot.run.habits import basis
 
 
 def _text(prompt: Prompt) -> str:
@@ -43,41 +39,15 @@ class Placeholders:
         )
 
 
-@dataclass
-class _Batches:
-    """Hooks that keep every batch the engine asks for."""
-
-    seen: list[Batch] = field(default_factory=list)
-
-    async def before_step(self) -> None:
-        return None
-
-    async def on_turn(self, turn: Turn) -> None:
-        return None
-
-    async def alongside(self, finished: Sequence[Turn], step: Batch | Outcome) -> None:
-        if isinstance(step, Batch):
-            if len(self.seen) >= _MAX_BATCHES:
-                raise ProtocolError(f"the dry run did not finish within {_MAX_BATCHES} batches")
-            self.seen.append(step)
-
-
-async def simulate(spec: DebateSpec) -> tuple[list[Batch], Outcome]:
-    """Every batch the engine asks for, answered by placeholder turns."""
-    batches = _Batches()
-    outcome = await execute(spec, (), models=Placeholders(), hooks=batches)
-    return batches.seen, outcome
-
-
 def format_plan(
     spec: DebateSpec,
-    batches: Sequence[Batch],
-    outcome: Outcome,
+    est: Forecast,
     *,
     source: str,
     notes: Sequence[str] = (),
-    prices: PriceBook | None = None,
 ) -> str:
+    """The plan as the estimate walked it (bot/run/estimate.py: the batches the
+    engine asks for, answered by placeholder replies) and its cost."""
     lines = [
         f"DRY RUN of {source} — planned batches; no model is called.",
         f"Topic: {spec.title}",
@@ -100,6 +70,7 @@ def format_plan(
     total_requests = 0
     total_tokens = 0
     prefix_tokens = 0
+    batches = est.expected.batches
     for number, batch in enumerate(batches, 1):
         head = batch.requests[0].key
         label = head.phase if head.round == 0 else f"{head.phase}, round {head.round}"
@@ -116,19 +87,26 @@ def format_plan(
                 f"  - {request.key.slot}: {models} · ~{tokens:,} input tokens"
                 f" · ≤ {request.max_output_tokens:,} output tokens"
             )
-    # The cost as admission would estimate it (bot/models/estimate.py): answers
-    # filling most of their word limit, prefixes cached after first sight.
-    cost = estimate_run(replace(spec, available_providers=frozenset()), prices or PriceBook())
-    unpriced = f"; no price for {', '.join(cost.unpriced)}" if cost.unpriced else ""
+    cost = est.expected
     lines += [
         "",
         f"Total: {len(batches)} batches, {total_requests} requests, ~{total_tokens:,} input "
         f"tokens before prefix caching (~{prefix_tokens:,} of each request is a shared, "
         "cacheable prefix).",
-        f"Estimated cost: ~${cost.usd:.4f} (~{cost.input_tokens:,} input and "
-        f"~{cost.output_tokens:,} output tokens with answers using most of their word "
-        f"limit{unpriced}).",
-        f"Planned outcome: {outcome.kind}.",
+        f"Estimated cost: ~${est.usd:.4f}, up to ${est.high_usd:.4f} (the high end); its first "
+        f"round ${est.first_round_usd:.4f}. {cost.model_calls} model calls, "
+        f"~{cost.input_tokens:,} input and ~{cost.output_tokens:,} output tokens, tool steps "
+        "included.",
+        "Based on:",
+        *(f"  - {line}" for line in basis(est)),
+    ]
+    if cost.unpriced:
+        lines.append(
+            f"No price is known for {', '.join(cost.unpriced)}: counted as $0 here "
+            "(DEBATE_BOT_PRICES_FILE adds prices)."
+        )
+    lines += [
+        f"Planned outcome: {cost.outcome}.",
         "Simulated with scripted placeholder replies: a real run may add counter rounds "
         f"(up to {spec.rounds} rounds in all) while a crux stays open, stop earlier when the "
         "personas converge, or auto-pick other personas.",

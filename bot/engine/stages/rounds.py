@@ -63,10 +63,10 @@ def _tier(run: RunView, inputs: Inputs, tier: int) -> RunView:
         for group in groups:
             if len(run.live()) < 2:
                 return run
-            reached, run = check_budget(run)
+            keys = [TurnKey(phase, r, s.name, tier) for s in group if s.name not in run.dropped]
+            reached, run = check_budget(run, ahead=len(keys))
             if reached:
                 return run
-            keys = [TurnKey(phase, r, s.name, tier) for s in group if s.name not in run.dropped]
             build = partial(_request, inputs, run, phase=phase, r=r)
             run, got = inputs.take(run, keys, build)
             if got is None:

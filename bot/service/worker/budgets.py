@@ -2,9 +2,12 @@
 what `/debate estimate` and `/debate status` say about cost (docs/configuration.md,
 "Money").
 
-The policy itself is ``bot/run/admission.py``; the ledger and the sums are
-``bot/store/ledger.py``. Here the operator's settings and the repository's
-``budget:`` meet: a repository can only lower the operator's caps.
+The policy itself is ``bot/run/admission.py``; the estimate ``bot/run/estimate.py``
+(with the habits it learns from the ledger, ``bot/run/habits.py``); the ledger
+and the sums are ``bot/store/ledger.py``. Here the operator's settings and the
+repository's ``budget:`` meet (a repository can only lower the operator's
+caps), and the estimate gets what it needs: the installation's history and the
+size of the pinned snapshot.
 """
 
 from __future__ import annotations
@@ -12,13 +15,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import anyio
+
+from bot.core.errors import AdmissionRefused, GitHubError
+from bot.core.logs import get_logger
 from bot.core.settings import Settings
 from bot.engine.types import DebateSpec
+from bot.github.gateway import InstallationClient
 from bot.inputs.repo_config import RepoConfig
-from bot.models.estimate import RunEstimate, estimate_run, plan_models
 from bot.models.pricing import PriceBook
-from bot.run.admission import Budget, Quota, next_month
+from bot.run.admission import Budget, Limits, Quota, Used, decide, next_month
+from bot.run.estimate import Forecast, forecast, plan_models, supply_of
+from bot.run.habits import basis, learn
+from bot.service.worker.context import Services
 from bot.store.rows import MonthSpend, RunSpend
+
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -47,21 +59,52 @@ def caps_for(settings: Settings, config: RepoConfig) -> Caps:
     )
 
 
-def budget_for(spec: DebateSpec, caps: Caps, prices: PriceBook) -> Budget | None:
+async def forecast_for(
+    svc: Services,
+    gh: InstallationClient | None,
+    spec: DebateSpec,
+    *,
+    repo: str,
+    installation_id: int | None,
+) -> Forecast:
+    """The run's estimate (bot/run/estimate.py), as `/debate estimate` and
+    admission both quote it: learned from this installation's runs of the
+    plan's models in its mode, with tools bounded by the pinned snapshot."""
+    models = plan_models(spec)
+    history = await svc.db.usage_history(
+        installation_id=installation_id, repo=repo, mode=spec.mode, models=models
+    )
+    supply: int | None = None
+    if spec.tools and spec.repo_ref is not None and gh is not None:
+        try:  # the run reads the same snapshot: fetched once, from the process's cache
+            supply = supply_of(await svc.repos.snapshot(gh, spec.repo_ref))
+        except GitHubError as exc:
+            log.warning("estimate.no_snapshot", repo=repo, error=exc.code)
+    prices = svc.models.prices
+
+    def walk() -> Forecast:  # CPU work (the plan walked twice): off the event loop
+        return forecast(spec, prices, learn(history, models), supply_bytes=supply)
+
+    return await anyio.to_thread.run_sync(walk)
+
+
+def budget_for(
+    spec: DebateSpec, estimate: Forecast | None, caps: Caps, prices: PriceBook
+) -> Budget | None:
     """What admission checks besides the quotas: None when no budget applies and
-    unknown prices are not refused (the estimate is then not even made)."""
+    unknown prices are not refused (``estimate`` is then not needed: None)."""
     refuse = prices.refuses(caps.any)
     if not caps.any and not refuse:
         return None
     unpriced = tuple(prices.unpriced(plan_models(spec)))
-    estimate = estimate_run(spec, prices).usd if caps.any else 0.0
     return Budget(
-        estimate_usd=estimate,
+        estimate_usd=estimate.usd if estimate is not None and caps.any else 0.0,
         per_run_usd=caps.per_run,
         repo_month_usd=caps.repo_month,
         installation_month_usd=caps.installation_month,
         unpriced=unpriced,
         refuse_unpriced=refuse,
+        first_round_usd=estimate.first_round_usd if estimate is not None else None,
     )
 
 
@@ -78,10 +121,18 @@ def _usd(value: float | None) -> str:
     return "no cap" if value is None else f"${value:.4f}"
 
 
-def estimate_text(spec: DebateSpec, est: RunEstimate, caps: Caps, prices: PriceBook) -> str:
-    """The reply to `/debate estimate`: the plan, per model, and its cost."""
+def estimate_text(
+    spec: DebateSpec,
+    est: Forecast,
+    caps: Caps,
+    prices: PriceBook,
+    month: MonthSpend | None = None,
+    now: datetime | None = None,
+) -> str:
+    """The reply to `/debate estimate`: the plan, per model, its cost as
+    admission counts it, and what the budgets would do with it now."""
     by_model: dict[str, list[int]] = {}
-    for call in est.calls:
+    for call in est.expected.calls:
         row = by_model.setdefault(call.model or "(none)", [0, 0, 0])
         row[0] += call.steps  # a tool turn is several calls
         row[1] += call.input_tokens
@@ -95,26 +146,21 @@ def estimate_text(spec: DebateSpec, est: RunEstimate, caps: Caps, prices: PriceB
         "| --- | ---: | ---: | ---: | --- |",
     ]
     for model, (calls, inp, out) in sorted(by_model.items()):
-        price, basis = prices.lookup(model)
-        shown = (
-            "unknown"
-            if price is None
-            else f"${price.input:g} / ${price.output:g} per M"
-            + (" (assumed)" if basis == "assumed" else "")
-        )
-        lines.append(f"| `{model}` | {calls} | {inp:,} | {out:,} | {shown} |")
+        lines.append(f"| `{model}` | {calls} | {inp:,} | {out:,} | {_price(prices, model)} |")
+    expected = est.expected
     lines += [
         "",
-        f"Estimated cost: **${est.usd:.4f}** over {est.model_calls} model calls "
-        f"({est.input_tokens:,} input and {est.output_tokens:,} output tokens; answers "
-        "assumed to use most of their word limit"
-        + ("; turns that read the repository, most of their tool budget" if spec.tools else "")
-        + ").",
+        f"Estimated cost: **${est.usd:.4f}**, up to ${est.high_usd:.4f} (the high end); "
+        f"its first round ${est.first_round_usd:.4f}. {expected.model_calls} model calls "
+        f"({expected.input_tokens:,} input and {expected.output_tokens:,} output tokens).",
+        "",
+        "Based on:",
+        *(f"- {line}" for line in basis(est)),
     ]
-    if est.unpriced:
+    if expected.unpriced:
         lines.append(
             "No price is known for "
-            + ", ".join(f"`{m}`" for m in est.unpriced)
+            + ", ".join(f"`{m}`" for m in expected.unpriced)
             + ": counted as $0 here."
         )
     if caps.any:
@@ -122,7 +168,42 @@ def estimate_text(spec: DebateSpec, est: RunEstimate, caps: Caps, prices: PriceB
             f"Budgets: per run {_usd(caps.per_run)}, this repository per month "
             f"{_usd(caps.repo_month)}, this installation per month {_usd(caps.installation_month)}."
         )
+        if month is not None:
+            lines.append(_if_started(spec, est, caps, prices, month, now or datetime.now(UTC)))
     return "\n".join(lines)
+
+
+def _if_started(
+    spec: DebateSpec,
+    est: Forecast,
+    caps: Caps,
+    prices: PriceBook,
+    month: MonthSpend,
+    now: datetime,
+) -> str:
+    """What admission would say now, from the month's spend and holds."""
+    used = Used(
+        repo_month_usd=month.repo_usd + month.repo_held_usd,
+        installation_month_usd=month.installation_usd + month.installation_held_usd,
+    )
+    decision = decide(Limits(budget=budget_for(spec, est, caps, prices)), used, now)
+    if isinstance(decision, AdmissionRefused):
+        return "If started now: " + decision.public
+    if decision.cap_usd is not None and decision.cap_usd < est.usd:
+        return (
+            f"If started now: it would start and stop at its cap of ${decision.cap_usd:.4f}, "
+            "then synthesize from what it has."
+        )
+    return "If started now: it would start."
+
+
+def _price(prices: PriceBook, model: str) -> str:
+    price, basis = prices.lookup(model)
+    if price is None:
+        return "unknown"
+    return f"${price.input:g} / ${price.output:g} per M" + (
+        " (assumed)" if basis == "assumed" else ""
+    )
 
 
 def status_spend(month: MonthSpend, caps: Caps, now: datetime) -> str:

@@ -1,16 +1,20 @@
 """`/debate estimate`: the plan and estimated cost of the debate the same flags
-would start, with the budgets that apply; nothing runs (docs/configuration.md, "Money")."""
+would start, with the budgets that apply and what they would do with it now;
+nothing runs (docs/configuration.md, "Money").
+
+The figure is admission's own (``budgets.forecast_for``): the same spec (pinned
+to the commit a run would read now, so with tools as a run has them), the same
+history, the same estimate."""
 
 from __future__ import annotations
 
-import anyio
+from datetime import UTC, datetime
 
 from bot.core.errors import ConfigError
 from bot.github.gateway import InstallationClient
 from bot.inputs.parser import Command
 from bot.inputs.repo_config import RepoConfig
-from bot.models.estimate import estimate_run
-from bot.service.worker.budgets import caps_for, estimate_text
+from bot.service.worker.budgets import caps_for, estimate_text, forecast_for
 from bot.service.worker.context import Origin
 from bot.service.worker.respond import Responder, subject_of
 from bot.service.worker.routes import TriggerTable
@@ -39,12 +43,16 @@ async def estimate(
     if subject is None:
         return "done"
     try:
-        _, spec = r.make_spec(config, cmd, subject, run_id="estimate")
+        _, spec = r.make_spec(
+            config, cmd, subject, run_id="estimate", repo_ref=await r.pin(gh, origin, None)
+        )
     except ConfigError as exc:
         await r.reply(gh, origin, exc.public)
         return "done"
-    prices = r.svc.models.prices
-    # The walk of the whole plan is CPU work: off the event loop.
-    est = await anyio.to_thread.run_sync(estimate_run, spec, prices)
-    await r.reply(gh, origin, estimate_text(spec, est, caps_for(r.svc.settings, config), prices))
+    installation = None if gh is None else gh.installation_id
+    est = await forecast_for(r.svc, gh, spec, repo=origin.repo, installation_id=installation)
+    caps = caps_for(r.svc.settings, config)
+    month = await r.svc.db.month_spend(origin.repo, installation) if caps.any else None
+    body = estimate_text(spec, est, caps, r.svc.models.prices, month, datetime.now(UTC))
+    await r.reply(gh, origin, body)
     return "done"

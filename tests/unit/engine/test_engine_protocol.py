@@ -302,10 +302,20 @@ def test_token_cap_goes_to_synthesis_and_says_so() -> None:
 
 
 def test_cost_cap() -> None:
-    run = Run(spec_for("debate", max_cost_usd=0.035))  # 0.01 per turn
+    run = Run(spec_for("debate", max_cost_usd=0.02))  # 0.01 per turn
+    out = run.go()
+    assert [b.requests[0].key.phase for b in run.batches] == ["opening", "synthesis"]
+    assert "cost cap ($0.02) was reached;" in out.body
+
+
+def test_the_cost_cap_stops_before_a_round_that_would_pass_it() -> None:
+    # 0.01 per turn: the rebuttal (0.02 + 0.02) fits 0.045, the counter round would not.
+    run = Run(spec_for("debate", max_cost_usd=0.045))
     out = run.go()
     assert [b.requests[0].key.phase for b in run.batches] == ["opening", "rebuttal", "synthesis"]
-    assert "cost cap ($0.035) was reached" in out.body
+    assert "cost cap ($0.045) was reached: $0.0400 is spent and the next turns" in out.body
+    synth = run.batches[-1].requests[0]
+    assert "Budget: the cost cap ($0.045)" in synth.prompt.suffix
 
 
 def test_persona_synthesizer_and_fallback_to_judge() -> None:

@@ -1,5 +1,6 @@
 """Money without a service: the admission policy, the price book and its file,
-the estimator, and `debate-bot spend` (docs/configuration.md, "Money")."""
+and `debate-bot spend` (docs/configuration.md, "Money"; the estimate:
+test_estimate.py)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,10 @@ from bot.core.errors import BudgetSpent, ConfigError, PriceUnknown, QuotaSpent
 from bot.core.settings import Settings
 from bot.engine.types import DebateSpec, PersonaSpec, Turn, TurnKey, Usage
 from bot.inputs.repo_config import RepoConfig
-from bot.models.estimate import estimate_run, padded_answer, plan_models
 from bot.models.pricing import Price, PriceBook, load_price_book
 from bot.run import admission
 from bot.run.admission import Admitted, Budget, Limits, Quota, Used, decide, next_month
-from bot.service.worker.budgets import budget_for, caps_for, ledger_cost_line, with_ledger_cost
+from bot.service.worker.budgets import caps_for, ledger_cost_line, with_ledger_cost
 from bot.store import RunStore
 from bot.store.rows import RunSpend
 
@@ -83,6 +83,29 @@ def test_budgets_cap_the_run_at_the_tightest_room_left() -> None:
     assert isinstance(over, BudgetSpent) and over.scope == "run"
     # No budget at all: admitted uncapped.
     assert decide(Limits(budget=Budget(2.0)), Used(), NOW) == Admitted(None, 2.0)
+
+
+def test_a_budget_admits_a_run_whose_first_round_fits() -> None:
+    b = Budget(1.0, per_run_usd=5.0, repo_month_usd=2.2, first_round_usd=0.4)
+    # The whole run fits: it holds its estimate, capped at what is left.
+    whole = decide(Limits(budget=b), Used(repo_month_usd=1.0), NOW)
+    assert isinstance(whole, Admitted) and whole.reserved_usd == 1.0
+    assert whole.cap_usd == pytest.approx(1.2)
+    # Only its first round fits: it starts, capped at (and holding) what is left.
+    capped = decide(Limits(budget=b), Used(repo_month_usd=1.7), NOW)
+    assert isinstance(capped, Admitted)
+    assert capped.cap_usd == pytest.approx(0.5) and capped.reserved_usd == pytest.approx(0.5)
+    # Not even the first round fits: refused, naming the budget and the shortfall.
+    refused = decide(Limits(budget=b), Used(repo_month_usd=2.0), NOW)
+    assert isinstance(refused, BudgetSpent) and refused.scope == "repo"
+    assert (refused.least, refused.estimate) == (0.4, 1.0)
+    assert "which leaves $0.2000" in refused.public and "$0.2000 short" in refused.public
+    # The per-run cap stops the run; it refuses only a first round over it.
+    run = Budget(1.0, per_run_usd=0.62, first_round_usd=0.4)
+    assert decide(Limits(budget=run), Used(), NOW) == Admitted(0.62, 0.62)
+    over = decide(Limits(budget=replace(run, first_round_usd=0.7)), Used(), NOW)
+    assert isinstance(over, BudgetSpent) and over.scope == "run"
+    assert "over the per-run budget of $0.6200 by $0.0800" in over.public
 
 
 def test_an_unpriced_model_is_refused_only_when_the_policy_says_so() -> None:
@@ -180,42 +203,7 @@ def test_a_repository_can_only_lower_the_operators_budgets() -> None:
         RepoConfig.model_validate({"budget": {"per_run_usd": 0}})
 
 
-# -- the estimate ---------------------------------------------------------------------
-
-
-def test_the_estimate_walks_the_plan_and_prices_it() -> None:
-    est = estimate_run(spec(), PriceBook())
-    assert est.outcome == "verdict" and est.usd > 0 and not est.unpriced
-    assert {c.model for c in est.calls} == {"openai/gpt-4.1-mini", "anthropic/claude-sonnet-4-5"}
-    # Later calls of a model hit the shared prefix; an Anthropic first sight writes it.
-    assert any(c.cached_tokens for c in est.calls)
-    assert any(c.cache_write_tokens for c in est.calls if c.model.startswith("anthropic/"))
-    # More rounds, a bigger subject, a dearer price file: a bigger estimate.
-    assert estimate_run(spec(subject=spec().subject * 8), PriceBook()).usd > est.usd
-    dear = PriceBook({"gpt-4.1-mini": Price(40, 10, 160)})
-    assert estimate_run(spec(), dear).usd > 5 * est.usd
-    # Deterministic and pure: the same plan, the same figure.
-    assert estimate_run(spec(), PriceBook()) == est
-
-
-def test_the_estimate_lists_models_without_a_price() -> None:
-    s = spec(judge="local/mystery")
-    assert "local/mystery" in plan_models(s)
-    assert estimate_run(s, PriceBook()).unpriced == ("local/mystery",)
-
-
-def test_answers_are_padded_to_their_word_limit() -> None:
-    prompt = "TASK: opening\nWrite at most 400 words. Start with one line `POSITION: x`."
-    assert 250 <= len(padded_answer(prompt).split()) <= 420
-    assert padded_answer("no limit here") == padded_answer("no limit here", fill=0)
-
-
-def test_budget_for_estimates_only_where_a_budget_applies() -> None:
-    no_caps = caps_for(Settings(_env_file=None), RepoConfig())
-    assert budget_for(spec(), no_caps, PriceBook()) is None
-    capped = caps_for(Settings(_env_file=None, budget_repo_month_usd=5), RepoConfig())
-    b = budget_for(spec(judge="local/x"), capped, PriceBook())
-    assert b is not None and b.estimate_usd > 0 and b.unpriced == ("local/x",) and b.refuse_unpriced
+# -- the audit -------------------------------------------------------------------------
 
 
 def test_the_audit_cost_line_comes_from_the_ledger() -> None:

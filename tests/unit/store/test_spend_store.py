@@ -223,3 +223,96 @@ def test_ten_commands_at_once_never_pass_the_budget(
         s.dispose()
     assert len(created) == 3 and refused == ["repo"] * 7
     assert store.month_spend(REPO, 7).repo_held_usd == pytest.approx(0.9)
+
+
+# -- a budget admits what fits (issue 31) -----------------------------------------------
+
+
+def fits(estimate: float, first_round: float, **caps: float) -> Limits:
+    return Limits(budget=Budget(estimate, first_round_usd=first_round, **caps))
+
+
+def test_a_run_whose_first_round_fits_starts_capped_at_what_is_left(store: RunStore) -> None:
+    limits = fits(1.0, 0.4, repo_month_usd=1.5)
+    whole = create(store, 1, limits)
+    assert whole.debate_spec().max_cost_usd == 1.5
+    assert store.month_spend(REPO, 7).repo_held_usd == 1.0
+    # 0.5 is left: not the whole run (1.0), but its first round (0.4) fits. It
+    # starts, capped at the 0.5 left, and holds all of it.
+    capped = create(store, 2, limits)
+    assert capped.debate_spec().max_cost_usd == pytest.approx(0.5)
+    assert store.month_spend(REPO, 7).repo_held_usd == pytest.approx(1.5)
+    with pytest.raises(BudgetSpent) as refused:
+        create(store, 3, limits)
+    exc = refused.value
+    assert (exc.scope, exc.estimate, exc.least) == ("repo", 1.0, 0.4)
+    assert exc.spent == pytest.approx(1.5)
+    assert "even its first round at $0.4000" in exc.public and "$0.4000 short" in exc.public
+
+
+def test_the_per_run_cap_stops_a_run_instead_of_refusing_it(store: RunStore) -> None:
+    run = create(store, 1, fits(1.2, 0.35, per_run_usd=0.62))
+    assert run.debate_spec().max_cost_usd == 0.62
+    assert store.month_spend(REPO, 7).repo_held_usd == 0.62  # held: the cap, not the 1.2
+    with pytest.raises(BudgetSpent) as refused:
+        create(store, 2, fits(1.2, 0.7, per_run_usd=0.62))
+    assert refused.value.scope == "run"
+    assert "over the per-run budget of $0.6200 by $0.0800" in refused.value.public
+
+
+def test_six_at_once_against_two_point_two_debates_start_exactly_two(
+    db_url: str, clock: FakeClock, store: RunStore
+) -> None:
+    stores = [RunStore.from_url(db_url, clock=clock) for _ in range(2)]
+    created: list[str] = []
+    refused: list[BudgetSpent] = []
+
+    def attempt(n: int) -> None:
+        try:
+            limits = fits(1.0, 0.4, installation_month_usd=2.2)
+            created.append(create(stores[n % 2], n + 1, limits).id)
+        except BudgetSpent as exc:
+            refused.append(exc)
+
+    race(6, attempt)
+    for s in stores:
+        s.dispose()
+    assert len(created) == 2 and [e.scope for e in refused] == ["installation"] * 4
+    assert all(e.spent == pytest.approx(2.0) for e in refused)
+
+
+def test_usage_history_reads_answers_and_tool_loops_of_the_mode(store: RunStore) -> None:
+    from bot.engine.types import Evidence, Exchange
+    from bot.store.rows import StoredStep
+
+    run = create(store, 1)
+    other = create(store, 2, installation_id=9)  # another installation's run: not read
+    words = "word " * 120
+    store.save_turn(
+        run.id, Turn(TurnKey("opening", 1, "pro"), words, "openai/a", usage=Usage(1, 150))
+    )
+    store.save_turn(
+        other.id, Turn(TurnKey("opening", 1, "pro"), "x", "openai/a", usage=Usage(1, 1))
+    )
+    key = TurnKey("rebuttal", 2, "pro")
+    final = StoredStep(
+        2,
+        "openai/a",
+        Exchange("done", (), ()),
+        Usage(900, 40),
+        final=True,
+        evidence=Evidence(tool_calls=3, bytes_read=5000, steps=3),
+    )
+    store.save_step(run.id, key.id(), final)
+    store.save_turn(run.id, Turn(key, "done here", "openai/a", usage=Usage(3000, 90)))
+    store.save_turn(run.id, Turn(TurnKey("opening", 1, "con"), "y", "openai/b", usage=Usage(1, 1)))
+    history = store.usage_history(installation_id=7, repo=REPO, mode="debate", models=["openai/a"])
+    uses = sorted(history.turns, key=lambda u: u.phase)
+    assert [(u.phase, u.words, u.answer_tokens, u.tool_steps, u.tool_bytes) for u in uses] == [
+        ("opening", 120, 150, None, 0),
+        ("rebuttal", 2, 40, 2, 5000),
+    ]
+    assert set(history.specs or {}) == {run.id}
+    assert not store.usage_history(
+        installation_id=7, repo=REPO, mode="critique", models=["openai/a"]
+    ).turns
