@@ -71,6 +71,8 @@ class Profile:
 
 NO_HISTORY = Profile()
 
+# What ``approx_tokens`` counts as one token.
+CHARS_PER_TOKEN = 4
 # Far above any real plan (frame + 10 rounds × 3 tiers + votes + synthesis).
 _MAX_BATCHES = 200
 _WORD_LIMIT = re.compile(r"Write at most (\d+) words")
@@ -279,10 +281,6 @@ def _text(prompt: Prompt) -> str:
 
 def _tokens(text: str, scale: float) -> int:
     return round(approx_tokens(text) * scale)
-
-
-# What ``approx_tokens`` counts as one token.
-CHARS_PER_TOKEN = 4
 
 
 def _call(
