@@ -122,5 +122,5 @@ def basis(est: Forecast) -> list[str]:
             )
         lines.append(line)
     if est.tools and est.supply_bytes is not None:
-        lines.append(f"the pinned repository holds {est.supply_bytes / 1000:,.1f} kB of files")
+        lines.append(f"the repository holds {est.supply_bytes / 1000:,.1f} kB of files")
     return lines

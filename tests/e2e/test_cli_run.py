@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,41 @@ def test_subprocess_run(repo: Path, server: FakeModelServer) -> None:
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: bad.md: looks like a binary file")
     assert "Traceback" not in proc.stderr
+
+
+def test_a_dry_run_needs_no_key_and_no_model(repo: Path) -> None:
+    """With no provider key and no model configured, a dry run plans with the
+    stand-in model and its price, bounded by what the checkout holds."""
+    (repo / "q.md").write_text("# Should we use gRPC or REST for the billing API?\n")
+    (repo / "src").mkdir()
+    (repo / "src" / "api.py").write_text("def handler(request):\n    return route(request)\n" * 20)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "ANTHROPIC_", "DEBATE_BOT_"))
+    }
+
+    def dry(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "bot", "run", "q.md", "--dry-run", *args],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    proc = dry()
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "Warning: no model is configured: planned with openai/gpt-4.1-mini" in out
+    m = re.search(r"Estimated cost: ~\$([0-9.]+), up to \$([0-9.]+)", out)
+    assert m is not None and 0 < float(m[1]) <= float(m[2]), out
+    assert "its first round $" in out and "the prior" in out
+    assert "the repository holds" in out  # tool reads bounded by the checkout
+    assert "No price is known" not in out
+    # A model with no price: planned all the same, and said so.
+    proc = dry("--model", "local/llama")
+    assert proc.returncode == 0, proc.stderr
+    assert "No price is known for local/llama: counted as $0 here" in proc.stdout

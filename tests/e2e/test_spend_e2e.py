@@ -1,7 +1,9 @@
 """Money end to end: `debate-bot serve` over HTTP against the fake GitHub and the
 fake model servers, which report usage as providers do. The ledger holds each
-call's usage priced by the deployment's book; budgets refuse with one reply and
-no model call; a run stops at its own cap; estimates need no model at all."""
+call's usage priced by the deployment's book; `/debate estimate` and admission
+quote one estimate, learned from the ledger; a budget admits a run whose first
+round fits (capped at what is left) and refuses the rest with one reply and no
+model call; a run stops at its own cap and says so; estimates need no model."""
 
 from __future__ import annotations
 
@@ -26,9 +28,21 @@ from testkit.harness.scenarios import (
     seed_issue,
     stored_turns,
 )
-from testkit.harness.service import INSTALLATION, REPO, Harness
+from testkit.harness.service import INSTALLATION, REPO, Harness, all_finished
 
 ESTIMATE = re.compile(r"Estimated cost: \*\*\$([0-9.]+)\*\*")
+FIRST_ROUND = re.compile(r"its first round \$([0-9]+\.[0-9]+)")
+# The issue's setting: a small repository (three source files on the branch a
+# run pins, so tools are offered; the fake models read nothing) and dear prices.
+SOURCES = {
+    "src/app.py": "def handler(request):\n    return route(request)\n" * 30,
+    "src/routes.py": "ROUTES = {'/': index, '/api': api}\n" * 40,
+    "src/models.py": "class User:\n    name: str\n    email: str\n" * 30,
+}
+DEAR = (
+    "openai/gpt-4.1-mini: {input: 100, cached_input: 25, output: 400}\n"
+    "claude-sonnet-4-5: {input: 100, cached_input: 10, output: 400, cache_write: 125}\n"
+)
 
 
 def realistic(prompt: str) -> str:
@@ -59,14 +73,47 @@ def reply_with(h: Harness, number: int, fragment: str) -> str:
     return body
 
 
-def estimate_of(h: Harness, number: int, flags: str = "") -> float:
+def estimate_reply(h: Harness, number: int, flags: str = "") -> str:
+    """The reply to a new `/debate estimate` on ``number`` (which calls no model)."""
     before = len(h.models.requests)
+    seen = sum("Estimated cost" in b for b in replies(h, number))
     say(h, number, f"/debate estimate {flags}".strip())
-    body = reply_with(h, number, "Estimated cost")
+    h.wait_for(
+        lambda: sum("Estimated cost" in b for b in replies(h, number)) > seen,
+        what="an estimate",
+    )
+    body = [b for b in replies(h, number) if "Estimated cost" in b][-1]
     assert len(h.models.requests) == before, "an estimate calls no model"
-    m = ESTIMATE.search(body)
-    assert m is not None, body
-    return float(m[1])
+    return body
+
+
+def figures(body: str) -> tuple[float, float]:
+    """(the expected cost, the first round) an estimate reply quotes."""
+    m, f = ESTIMATE.search(body), FIRST_ROUND.search(body)
+    assert m is not None and f is not None, body
+    return float(m[1]), float(f[1])
+
+
+def estimate_of(h: Harness, number: int, flags: str = "") -> float:
+    return figures(estimate_reply(h, number, flags))[0]
+
+
+def small_repository(h: Harness, tmp_path: Path) -> None:
+    """The issue's setting (SOURCES on the branch the deliveries name, DEAR)."""
+    prices = tmp_path / "prices.yml"
+    prices.write_text(DEAR)
+    for path, text in SOURCES.items():
+        h.github.put_file(REPO, path, text, ref="master")
+    h.models.responder = realistic
+    h.start(DEBATE_BOT_PRICES_FILE=str(prices))
+
+
+def debate(h: Harness, number: int, done: int, flags: str = "") -> float:
+    """Run ``/debate`` to its end (``done`` runs in all by then); its spend."""
+    before = sum(r["cost_usd"] for r in ledger(h))
+    say(h, number, f"/debate {flags}".strip())
+    h.wait_for(lambda: all_finished(h, done), timeout=60, what="the debate")
+    return sum(r["cost_usd"] for r in ledger(h)) - before
 
 
 def ledger(h: Harness) -> list[dict[str, Any]]:
@@ -159,13 +206,13 @@ def test_a_spent_repository_budget_refuses_the_next_debate_without_a_model_call(
     h.models.responder = realistic
     h.start()
     first = seed_issue(h)
-    estimate = estimate_of(h, first)
-    budget = round(estimate * 1.5, 6)
-    h.github.put_file(REPO, ".github/debate.yml", f"budget: {{per_month_usd: {budget}}}\n")
+    _, first_round = figures(estimate_reply(h, first))
     say(h, first, "/debate")
     h.wait_for(lambda: finished(h), timeout=60, what="the first debate")
     spent = sum(r["cost_usd"] for r in ledger(h))
-    assert spent + estimate > budget, "the fake's answers should cost about the estimate"
+    # What is left is half the next debate's first round.
+    budget = round(spent + first_round / 2, 6)
+    h.github.put_file(REPO, ".github/debate.yml", f"budget: {{per_month_usd: {budget}}}\n")
 
     second = seed_issue(h, title="Kafka or NATS for the event bus?")
     calls = len(h.models.requests)
@@ -173,6 +220,7 @@ def test_a_spent_repository_budget_refuses_the_next_debate_without_a_model_call(
     body = reply_with(h, second, "Not started")
     assert "this repository's monthly budget" in body and f"${budget:.4f}" in body
     assert f"${spent:.4f} is spent" in body and "estimated at $" in body
+    assert "even its first round at $" in body and " short." in body
     assert re.search(r"resets on \d{4}-\d{2}-01 00:00 UTC", body)
     time.sleep(0.5)
     assert len(h.models.requests) == calls
@@ -181,12 +229,75 @@ def test_a_spent_repository_budget_refuses_the_next_debate_without_a_model_call(
     assert len(replies(h, second)) == 1
 
 
+def test_budgeted_debates_that_fit_run_and_the_estimate_learns_from_them(
+    harness: Harness, tmp_path: Path
+) -> None:
+    h = harness
+    small_repository(h, tmp_path)
+    issue = seed_issue(h)
+    prior, _ = figures(estimate_reply(h, issue))
+    real = [debate(h, issue, n) for n in (1, 2, 3)]
+    # Never below the real spend by more than 30 % before there is history.
+    assert prior >= 0.7 * max(real)
+    body = estimate_reply(h, issue)
+    estimate, _ = figures(body)
+    assert "turns of history here" in body and "turns with tools" in body
+    assert "the repository holds" in body
+    # Once three debates are in the ledger: within 0.7-1.5 of what one costs.
+    assert 0.7 <= estimate / real[-1] <= 1.5, (estimate, real)
+    # A monthly budget with room for 2.3 more debates admits them.
+    spent = sum(r["cost_usd"] for r in ledger(h))
+    budget = round(spent + 2.3 * real[-1], 6)
+    h.github.put_file(REPO, ".github/debate.yml", f"budget: {{per_month_usd: {budget}}}\n")
+    for n in (4, 5):
+        assert debate(h, issue, n) > 0
+    assert not any("Not started" in b for b in replies(h, issue))
+    # `/debate estimate` and the refusal quote the same figures for the same plan.
+    quoted = estimate_reply(h, issue)
+    expected, least = figures(quoted)
+    assert budget - sum(r["cost_usd"] for r in ledger(h)) < least, "no room for a third"
+    say(h, issue, "/debate")
+    refusal: str = h.wait_for(
+        lambda: next(
+            (b for b in replies(h, issue) if "Not started" in b and "Estimated" not in b), None
+        ),
+        what="the refusal",
+    )
+    assert f"this run is estimated at ${expected:.4f}" in refusal
+    assert f"even its first round at ${least:.4f}" in refusal
+    assert refusal[refusal.index("Not started") :] in quoted
+    assert len(runs(h)) == 5
+
+
+def test_six_at_once_against_a_budget_of_two_point_two_debates_start_exactly_two(
+    harness: Harness,
+) -> None:
+    h = harness
+    h.models.responder = realistic
+    h.models.latency_s = 1.0  # the two admitted hold their estimates meanwhile
+    h.start()
+    issues = [seed_issue(h) for _ in range(6)]
+    budget = round(estimate_of(h, issues[0]) * 2.2, 6)
+    h.github.put_file(REPO, ".github/debate.yml", f"budget: {{per_month_usd: {budget}}}\n")
+    for number in issues:
+        payload, _ = command(h, number, "/debate")
+        h.post("issue_comment", payload)
+    h.wait_for(
+        lambda: sum(any("Not started" in b for b in replies(h, n)) for n in issues) == 4,
+        timeout=60,
+        what="four refusals",
+    )
+    assert len(runs(h)) == 2
+    h.wait_for(lambda: all_finished(h, 2), timeout=60, what="the two debates")
+    assert sum(r["cost_usd"] for r in ledger(h)) <= budget
+
+
 def _ten_at_once(h: Harness, *, count_runs: Any) -> None:
     issues = [seed_issue(h) for _ in range(10)]
-    estimate = estimate_of(h, issues[0], "--rounds 1")
-    h.github.put_file(
-        REPO, ".github/debate.yml", f"budget: {{per_month_usd: {round(estimate * 3.5, 6)}}}\n"
-    )
+    estimate, first_round = figures(estimate_reply(h, issues[0], "--rounds 1"))
+    # Room for three estimates and half a fourth's first round.
+    budget = round(estimate * 3 + first_round / 2, 6)
+    h.github.put_file(REPO, ".github/debate.yml", f"budget: {{per_month_usd: {budget}}}\n")
     for number in issues:
         payload, _ = command(h, number, "/debate --rounds 1")
         h.post("issue_comment", payload)
@@ -222,24 +333,31 @@ def test_ten_commands_at_once_on_postgresql(harness: Harness, pg_database: str) 
         store.dispose()
 
 
-def test_a_run_stops_at_its_own_cap_and_says_so(harness: Harness) -> None:
+def test_a_capped_five_round_run_starts_stops_early_and_says_so(
+    harness: Harness, tmp_path: Path
+) -> None:
     h = harness
-    h.models.responder = stubborn
-    h.start()
+    small_repository(h, tmp_path)
+    h.models.responder = stubborn  # every round the run allows is run
     number = seed_issue(h)
-    estimate = estimate_of(h, number, "--rounds 6")
-    cap = round(estimate * 1.05, 6)
+    estimate, first_round = figures(estimate_reply(h, number, "--rounds 5"))
+    # The issue's cap: about half of what a debate costs, above its first round.
+    cap = round(first_round * 1.6, 4)
+    assert cap < estimate
     h.github.put_file(REPO, ".github/debate.yml", f"budget: {{per_run_usd: {cap}}}\n")
-    say(h, number, "/debate --rounds 6")
+    say(h, number, "/debate --rounds 5")
     h.wait_for(lambda: finished(h), timeout=90, what="the capped debate")
+    assert not any("Not started" in b for b in replies(h, number))
     verdict = reply_with(h, number, "debate-bot:verdict")
     assert f"the cost cap (${cap:g}) was reached" in verdict
+    assert "Budget cap reached" in verdict
     # It stopped starting persona turns: fewer rounds than it may run.
     rounds = [m for m in bot_markers(h, number) if "round=" in m]
-    assert 1 <= len(rounds) < 6
-    # The synthesis may pass the cap a little; the turns before it did not.
-    spent = sum(r["cost_usd"] for r in ledger(h))
-    assert spent < cap * 2
+    assert 1 <= len(rounds) < 5
+    # Stopped before a round that would pass the cap: past it by the synthesis at most.
+    rows = ledger(h)
+    synthesis = sum(r["cost_usd"] for r in rows if ":synthesis:" in r["turn_id"])
+    assert sum(r["cost_usd"] for r in rows) - synthesis <= cap
 
 
 def test_an_unknown_model_is_refused_or_priced_as_configured(harness: Harness) -> None:

@@ -259,7 +259,7 @@ def test_the_basis_says_where_the_figures_come_from() -> None:
     lines = basis(forecast(spec(tools=True), PriceBook(), learned, supply_bytes=2_000))
     assert any(f"`{GPT}`: answers at 50% of their word limit (25 turns" in x for x in lines)
     assert any("25 turns with tools" in x for x in lines)
-    assert lines[-1] == "the pinned repository holds 2.0 kB of files"
+    assert lines[-1] == "the repository holds 2.0 kB of files"
     prior = basis(forecast(spec(), PriceBook()))
     assert all("the prior" in x and "tools" not in x for x in prior)
 
