@@ -137,14 +137,19 @@ class AgentSeats:
         account = TurnAccount(token, max_calls=host.max_calls, purse=self.purse)
         async with host.slots:
             turn_dir = Path(tempfile.mkdtemp(prefix="turn-", dir=workspace.parent))
+            # A unix socket's path is at most 107 bytes: the gateway's folder is short.
+            gateway_dir = Path(tempfile.mkdtemp(prefix="dbgw-", dir=_short_tmp(turn_dir)))
             try:
-                for sub in ("home", "tmp", "gateway", "home/.codex"):
+                for sub in ("home", "tmp", "home/.codex"):
                     (turn_dir / sub).mkdir(parents=True, exist_ok=True)
                 (turn_dir / "workspace").symlink_to(workspace)
                 (turn_dir / "home" / "prompt.md").write_text(_prompt_text(request.prompt))
+                for name, text in spec.home_files().items():
+                    (turn_dir / "home" / name).parent.mkdir(parents=True, exist_ok=True)
+                    (turn_dir / "home" / name).write_text(text)
                 command = spec.command(found, model=model, token=token, max_turns=host.max_calls)
                 gateway = Gateway(
-                    socket_path=turn_dir / "gateway" / SOCKET_NAME,
+                    socket_path=gateway_dir / SOCKET_NAME,
                     upstream=upstream,
                     account=account,
                     client=self.client,
@@ -158,10 +163,12 @@ class AgentSeats:
                         sandbox,
                         replace(command, install_dir=found.install_dir),
                         turn_dir=turn_dir,
+                        gateway_dir=gateway_dir,
                         limits=host.limits,
                     )
             finally:
                 await anyio.to_thread.run_sync(remove_tree, turn_dir)
+                await anyio.to_thread.run_sync(remove_tree, gateway_dir)
         log.info(
             "agent.turn",
             seat=request.key.slot, cli=agent.cli, ending=result.ending, exit=result.exit_code,
@@ -272,6 +279,11 @@ class _TurnCalls:
             content_type=call.content_type,
         )
         await self.seats._save(self.turn_id, step)
+
+
+def _short_tmp(near: Path) -> str:
+    """``near``'s folder when a socket path under it fits, else /tmp."""
+    return str(near.parent) if len(str(near.parent)) < 60 else "/tmp"  # noqa: S108
 
 
 def _prompt_text(prompt: Prompt) -> str:

@@ -58,6 +58,10 @@ class CliSpec:
     def answer(self, stdout: bytes) -> Answer:
         raise NotImplementedError
 
+    def home_files(self) -> dict[str, str]:
+        """Files written into the turn's empty home before the CLI starts."""
+        return {}
+
 
 def _events(stdout: bytes) -> list[dict[str, object]]:
     out = []
@@ -101,6 +105,8 @@ class ClaudeCode(CliSpec):
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_ERROR_REPORTING": "1",
             "DISABLE_BUG_COMMAND": "1",
+            # The gateway is the retry layer: a refused call ends the turn at once.
+            "CLAUDE_CODE_MAX_RETRIES": "1",
         }
         return Command(tuple(argv), env, found.install_dir, stdin=PROMPT_FILE)
 
@@ -126,6 +132,8 @@ class Codex(CliSpec):
             "-c", f"model_providers.gw.base_url={GATEWAY_URL}/v1",
             "-c", "model_providers.gw.wire_api=responses",
             "-c", "model_providers.gw.env_key=GW_TOKEN",
+            "-c", "model_providers.gw.request_max_retries=1",
+            "-c", "model_providers.gw.stream_max_retries=1",
             "-c", "analytics.enabled=false",
             "-c", "web_search=disabled",
             "-c", "mcp_servers={}",
@@ -156,13 +164,38 @@ class Codex(CliSpec):
         return Answer(text) if text.strip() else Answer("", "no agent_message item")
 
 
+# Gemini CLI's user settings (measured at 0.61.0): the API-key auth (the base
+# URL alone selects an auth the CLI then rejects), no telemetry, updates, IDE,
+# extensions, MCP, skills or hooks, four read-only tools, and no `.env` read
+# from the workspace. `--skip-trust` (never GEMINI_CLI_TRUST_WORKSPACE, which
+# applies the repository's own `.gemini/settings.json`).
+GEMINI_SETTINGS: Final = {
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+    "general": {
+        "enableAutoUpdate": False,
+        "enableAutoUpdateNotification": False,
+        "checkpointing": {"enabled": False},
+    },
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "ide": {"enabled": False},
+    "admin": {"extensions": {"enabled": False}, "mcp": {"enabled": False},
+              "skills": {"enabled": False}},
+    "hooksConfig": {"enabled": False},
+    "skills": {"enabled": False},
+    "mcp": {"allowed": ["none"]},
+    "tools": {"core": ["read_file", "list_directory", "glob", "grep_search"]},
+    "advanced": {"ignoreLocalEnv": True},
+}  # fmt: skip
+
+
 class Gemini(CliSpec):
     def command(self, found: Found, *, model: str, token: str, max_turns: int) -> Command:
         argv = [
-            str(found.exe), "--output-format", "json",
-            "--approval-mode", "default",
-            "--allowed-tools", "read_file,read_many_files,glob,search_file_content,list_directory",
-            "--extensions", "none",
+            # stream-json: events as they happen (json says nothing until the end,
+            # and the first-event timeout could not tell a slow turn from a hung one).
+            str(found.exe), "--output-format", "stream-json", "--skip-trust",
+            "--prompt", "Do the task given above.",
         ]  # fmt: skip
         if model:
             argv += ["--model", model]
@@ -173,19 +206,23 @@ class Gemini(CliSpec):
             "GEMINI_API_KEY": token,
             "GOOGLE_GEMINI_BASE_URL": GATEWAY_URL,
             "GEMINI_CLI_NO_RELAUNCH": "true",
-            "GEMINI_TELEMETRY_ENABLED": "false",
         }
         return Command(tuple(argv), env, found.install_dir, stdin=PROMPT_FILE)
 
+    def home_files(self) -> dict[str, str]:
+        return {".gemini/settings.json": json.dumps(GEMINI_SETTINGS)}
+
     def answer(self, stdout: bytes) -> Answer:
-        start = stdout.find(b"{")
-        try:
-            doc = json.loads(stdout[start:]) if start >= 0 else None
-        except ValueError:
-            doc = None
-        if isinstance(doc, dict) and isinstance(doc.get("response"), str):
-            return Answer(str(doc["response"]))
-        return Answer("", "no response in the JSON output")
+        parts: list[str] = []
+        for event in _events(stdout):
+            kind = event.get("type")
+            if kind == "message" and event.get("role") == "assistant":
+                content = event.get("content")
+                parts.append(content if isinstance(content, str) else "")
+            elif kind == "result" and event.get("status") not in (None, "success"):
+                return Answer("", f"result: {event.get('status')}")
+        text = "".join(parts)
+        return Answer(text) if text.strip() else Answer("", "no assistant message")
 
 
 CLI_SPECS: Final[dict[Cli, CliSpec]] = {

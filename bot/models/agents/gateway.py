@@ -55,6 +55,9 @@ FORWARDED: Final = frozenset(
     }
 )
 MAX_BODY: Final = 32 * 1024 * 1024
+# Upstream answers that end the turn: later calls are refused here at once (the
+# CLIs' own retries would otherwise go on for minutes).
+STOPPING: Final = frozenset({401, 403, 429})
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,8 @@ class Gateway:
                 status=stored.status, body=stored.body.encode(), content_type=None,
                 headers={"content-type": stored.content_type},
             )  # fmt: skip
+        if account.upstream_status in STOPPING:  # the key or the quota failed: over
+            return _error(account.upstream_status, "api_error", "the upstream refused this turn")
         if account.calls >= account.max_calls:
             account.refused = account.refused or "agent_protocol"
             return _error(429, "rate_limit_error", "this turn's calls are used up; answer now")
@@ -264,6 +269,8 @@ class Gateway:
                     out = web.StreamResponse(status=status)
                     out.content_type = answer.headers.get("content-type", "application/json")
                     out.headers["cache-control"] = "no-cache"
+                    if status in STOPPING:
+                        out.headers["x-should-retry"] = "false"
                     await out.prepare(request)
                     async for chunk in answer.aiter_raw():
                         chunks.append(chunk)
@@ -309,9 +316,17 @@ async def _end(
 
 
 def _error(status: int, kind: str, message: str) -> web.Response:
-    """An error body each CLI reads as its provider's (type + message)."""
-    doc = {"type": "error", "error": {"type": kind, "message": message, "code": status}}
-    return web.json_response(doc, status=status)
+    """An error body each CLI reads as its provider's (type + message); the
+    Anthropic SDK's ``x-should-retry`` keeps a CLI from retrying a refusal."""
+    error: dict[str, object] = {"type": kind, "message": message, "code": status}
+    if status == 429:  # Gemini CLI stops on a daily quota, retries anything else
+        error["status"] = "RESOURCE_EXHAUSTED"
+        error["details"] = [{
+            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+            "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel"}],
+        }]  # fmt: skip
+    doc = {"type": "error", "error": error}
+    return web.json_response(doc, status=status, headers={"x-should-retry": "false"})
 
 
 def _decoded(raw: bytes, encoding: str) -> bytes:

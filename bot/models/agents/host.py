@@ -151,7 +151,12 @@ def probe_sandbox(sandbox: Sandbox) -> None:
         for sub in ("workspace", "home", "tmp", "gateway"):
             (turn / sub).mkdir()
         true = shutil.which("true", path="/usr/bin:/bin") or "/usr/bin/true"
-        argv = [*bwrap_argv(sandbox, turn_dir=turn, install_dir=turn / "tmp"), true]
+        argv = [
+            *bwrap_argv(
+                sandbox, turn_dir=turn, install_dir=turn / "tmp", gateway_dir=turn / "gateway"
+            ),
+            true,
+        ]
         try:
             done = subprocess.run(  # noqa: S603  (our own argv)
                 argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,

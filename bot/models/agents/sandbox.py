@@ -121,7 +121,9 @@ def python_for_sandbox() -> str:
     )
 
 
-def bwrap_argv(sandbox: Sandbox, *, turn_dir: Path, install_dir: Path) -> list[str]:
+def bwrap_argv(
+    sandbox: Sandbox, *, turn_dir: Path, install_dir: Path, gateway_dir: Path
+) -> list[str]:
     """bubblewrap's options for one turn (the command follows them)."""
     argv = [
         sandbox.bwrap,
@@ -147,7 +149,7 @@ def bwrap_argv(sandbox: Sandbox, *, turn_dir: Path, install_dir: Path) -> list[s
         "--bind", str(turn_dir / "tmp"), SANDBOX_TMP,
         "--bind", str(turn_dir / "home"), HOME,
         "--ro-bind", str(turn_dir / "workspace"), WORKSPACE,
-        "--ro-bind", str(turn_dir / "gateway"), GATEWAY_DIR,
+        "--ro-bind", str(gateway_dir), GATEWAY_DIR,
         "--ro-bind", str(install_dir), str(install_dir),
         "--chdir", WORKSPACE,
     ]  # fmt: skip
@@ -171,22 +173,26 @@ async def run_sandboxed(
     command: Command,
     *,
     turn_dir: Path,
+    gateway_dir: Path,
     limits: Limits,
     on_line: Callable[[bytes], None] | None = None,
 ) -> Result:
     """Run ``command`` confined to ``turn_dir`` (which holds ``workspace/``,
-    ``home/``, ``tmp/`` and ``gateway/`` with the gateway's socket) and wait for
-    its end; the process group is gone when this returns or raises."""
+    ``home/`` and ``tmp/``) and ``gateway_dir`` (the gateway's socket, apart: a
+    unix socket's path is at most 107 bytes) and wait for its end; the process
+    group is gone when this returns or raises."""
     python = python_for_sandbox()
     if sandbox.confined:
         socket_path = f"{GATEWAY_DIR}/{SOCKET_NAME}"
         argv = [
-            *bwrap_argv(sandbox, turn_dir=turn_dir, install_dir=command.install_dir),
+            *bwrap_argv(
+                sandbox, turn_dir=turn_dir, install_dir=command.install_dir, gateway_dir=gateway_dir
+            ),
             *forwarder_argv(python, command, socket_path=socket_path, port=FORWARDER_PORT),
         ]
         cwd = str(turn_dir)
     else:  # unsafe, explicit: the host's loopback, a free port, the real paths
-        socket_path = str(turn_dir / "gateway" / SOCKET_NAME)
+        socket_path = str(gateway_dir / SOCKET_NAME)
         unsafe = Command(
             tuple(a.replace(WORKSPACE, str(turn_dir / "workspace")) for a in command.argv),
             {
