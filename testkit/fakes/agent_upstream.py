@@ -101,6 +101,9 @@ class AgentScript:
 
     files: tuple[str, ...] = ("marker.txt",)
     answer: str = "The marker is {content}. See {file}:L1"
+    # Shell commands run first, through the CLI's shell tool (Codex's
+    # ``exec_command``); a CLI without one skips them.
+    shell: tuple[str, ...] = ()
     workspace: str | None = None
     no_tool_answer: str = "OK"  # requests that offer no file-reading tool (side queries)
 
@@ -555,11 +558,17 @@ def _decide(exchange: Exchange, script: AgentScript) -> Reply:
         return Reply(text=json.dumps(_instance(exchange.json_schema)))
     workspace = script.workspace or exchange.workspace
     done = len(exchange.tool_results)
+    shell = script.shell if _shell_call(exchange, "true") is not None else ()
+    if done < len(shell):
+        call = _shell_call(exchange, shell[done])
+        assert call is not None
+        return Reply(tool_call=call)
+    done -= len(shell)
     if done < len(script.files):
         call = _read_call(exchange, script.files[done], workspace)
         if call is not None:
             return Reply(tool_call=call)
-        if done == 0:
+        if done == 0 and not shell:
             return Reply(text=script.no_tool_answer)
     first = script.files[0] if script.files else ""
     path = _absolute(first, workspace) if first else ""
@@ -570,6 +579,18 @@ def _decide(exchange: Exchange, script: AgentScript) -> Reply:
         path=path,
     )
     return Reply(text=text)
+
+
+def _shell_call(exchange: Exchange, command: str) -> ToolCall | None:
+    """``command`` through the CLI's shell tool, None when it offers none."""
+    call_id = "call_" + uuid.uuid4().hex[:24]
+    if "exec_command" in exchange.tools:
+        return ToolCall("exec_command", {"cmd": command}, call_id)
+    if "shell_command" in exchange.tools:
+        return ToolCall("shell_command", {"command": command}, call_id)
+    if "shell" in exchange.tools:
+        return ToolCall("shell", {"command": ["bash", "-lc", command]}, call_id)
+    return None
 
 
 def _instance(schema: Any) -> Any:

@@ -19,7 +19,7 @@ from bot.models.agents.gateway import Purse
 from bot.models.agents.sandbox import Limits
 from bot.repo.snapshot import Snapshot
 from bot.run.agent_seat import AgentSeats
-from testkit.fakes.agent_upstream import AgentScript, Fault, FakeAgentUpstream
+from testkit.fakes.agent_upstream import AgentScript, FakeAgentUpstream, Fault
 from testkit.harness.agents import (
     HTML_URL,
     UPSTREAM_KEY,
@@ -107,7 +107,7 @@ async def test_an_agent_reads_the_pinned_commit_and_its_citation_is_linked(
     assert seen and all(r.auth == UPSTREAM_KEY for r in seen)  # the real key, upstream only
     body = json.dumps([r.body for r in seen])
     assert "EVIL-" not in body  # no CLAUDE.md, AGENTS.md or GEMINI.md reached the model
-    assert not Path("/tmp/x").exists()  # noqa: S108  (no hook or MCP server ran)
+    assert ".mcp.json" not in body  # nor into a file tree the CLI sent
     assert processes_mentioning("run-e2e-agents") == []
 
 
@@ -147,3 +147,28 @@ async def test_the_runs_cap_reached_mid_turn_ends_the_seat(
     assert (turn.status, turn.drop_class) == ("dropped", "agent_budget")
     assert len(upstream.requests) == 1  # nothing upstream once the cap was reached
     assert purse.spent_usd > 1e-6
+
+
+async def test_an_agents_shell_changes_nothing_reaches_nothing_and_sees_no_secret(
+    tmp_path: Path, repo: Snapshot, upstream: FakeAgentUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Codex's shell tries to write, to reach the provider and the host, and to
+    read the environment; the commands' output comes back to the (fake) model."""
+    monkeypatch.setenv("OPENAI_API_KEY", UPSTREAM_KEY)  # the worker holds the real key
+    port = upstream.port
+    upstream.script = AgentScript(
+        shell=(
+            "echo pwned > marker.txt; echo pwned > /tmp/../workspace/src/app.py; echo w=$?",
+            f"python3 -c \"import socket;s=socket.socket();s.settimeout(2);"
+            f"print('net', s.connect_ex(('127.0.0.1', {port})))\"",
+            "env; cat /proc/1/environ /proc/self/environ | tr '\\0' '\\n'",
+        ),
+        answer="Done. {output} See {file}:L1",
+    )
+    turn = await _turn(tmp_path, upstream, repo, "codex")
+    assert turn.status == "ok", turn.drop_class
+    assert UPSTREAM_KEY not in turn.text  # neither env nor /proc holds the key
+    assert "GW_TOKEN" in turn.text  # the env was read: the per-turn token is all there is
+    assert "net 0" not in turn.text  # the provider's port is not reachable from inside
+    assert "pwned" not in (tmp_path / "repo" / "marker.txt").read_text()
+    assert len([r for r in upstream.requests if r.auth == UPSTREAM_KEY]) == len(upstream.requests)
