@@ -49,6 +49,10 @@ class Repository(_Model):
     owner: Account
     default_branch: str = "main"
     private: bool = False
+    # The repository's page as GitHub serves it: the base of permalinks. Not
+    # derivable from the API URL on a data-residency host (api.NAME.ghe.com
+    # serves its pages at NAME.ghe.com).
+    html_url: str | None = None
 
 
 class Label(_Model):

@@ -122,9 +122,14 @@ class Usage:
 
 @dataclass(frozen=True)
 class Fault:
-    kind: Literal["status", "stall", "stall_mid_stream"]
+    kind: Literal["status", "stall", "stall_mid_stream", "none"]
     status: int = 500
     retry_after: str | None = None
+
+    @classmethod
+    def none(cls) -> Fault:
+        """An ordinary answer: a place in the queue (the second call stalls, say)."""
+        return cls("none")
 
     @classmethod
     def unauthorized(cls) -> Fault:
@@ -462,6 +467,8 @@ class FakeAgentUpstream:
             return _error(api, exc.status, exc.message)
         record.exchange = exchange
         fault = self._next_fault(api)
+        if fault is not None and fault.kind == "none":
+            fault = None
         if fault is not None:
             record.fault = fault.kind if fault.kind != "status" else f"status {fault.status}"
             if fault.kind == "status":

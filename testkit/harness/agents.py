@@ -114,5 +114,5 @@ def processes_mentioning(needle: str) -> list[str]:
         except OSError:
             continue
         if needle in line:
-            found.append(line[:200])
+            found.append(line)
     return found

@@ -6,23 +6,32 @@ how they end."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
+from bot.core.settings import Settings
 from bot.engine.agents import Cli
-from bot.engine.types import ModelRequest, Prompt, Turn, TurnKey, Usage
+from bot.engine.render import render_round
+from bot.engine.types import DebateSpec, ModelRequest, PersonaSpec, Prompt, Turn, TurnKey, Usage
 from bot.models.agents.gateway import Purse
 from bot.models.agents.sandbox import Limits
+from bot.models.router import ModelRouter
 from bot.repo.snapshot import Snapshot
 from bot.run.agent_seat import AgentSeats
+from bot.run.completers import run_models, seat_agents
+from bot.run.execute import Collect, execute
 from testkit.fakes.agent_upstream import AgentScript, FakeAgentUpstream, Fault
 from testkit.harness.agents import (
     HTML_URL,
+    MODELS,
     UPSTREAM_KEY,
+    agent_bins,
     agent_host,
     git_repo,
     processes_mentioning,
@@ -172,3 +181,69 @@ async def test_an_agents_shell_changes_nothing_reaches_nothing_and_sees_no_secre
     assert "net 0" not in turn.text  # the provider's port is not reachable from inside
     assert "pwned" not in (tmp_path / "repo" / "marker.txt").read_text()
     assert len([r for r in upstream.requests if r.auth == UPSTREAM_KEY]) == len(upstream.requests)
+
+
+async def test_three_agents_and_an_api_persona_debate_in_parallel(
+    tmp_path: Path, repo: Snapshot, upstream: FakeAgentUpstream
+) -> None:
+    """One debate through the run layer (bot/run/completers.py): Claude Code,
+    Codex and Gemini CLI seated beside an API persona, their turns at once."""
+    settings = Settings(
+        _env_file=None,
+        anthropic_api_key=UPSTREAM_KEY,
+        anthropic_base_url=upstream.url,
+        openai_api_key=UPSTREAM_KEY,
+        openai_base_url=f"{upstream.url}/v1",
+        gemini_api_key=UPSTREAM_KEY,
+        gemini_base_url=upstream.url,
+        agent_claude_code_bin=agent_bins()["claude-code"],
+        agent_codex_bin=agent_bins()["codex"],
+        agent_gemini_bin=agent_bins()["gemini"],
+        agent_claude_code_model=MODELS["claude-code"],
+        agent_codex_model=MODELS["codex"],
+        agent_gemini_model=MODELS["gemini"],
+        agent_dir=tmp_path,
+    )  # type: ignore[call-arg]
+    personas = (
+        PersonaSpec("Atlas", "scale", "agent:claude-code"),
+        PersonaSpec("Forge", "ship it", "agent:codex"),
+        PersonaSpec("Quill", "holes", "agent:gemini"),
+        PersonaSpec("Vera", "data", "scripted/rehearsal"),
+    )
+    spec = DebateSpec(
+        # a panel of four: proposal mode seats N personas (debate mode, two)
+        mode="proposal", title="What does marker.txt hold?", subject="What does marker.txt hold?",
+        personas=personas, judge="scripted/rehearsal", rounds=1, seed="run-four",
+        available_providers=frozenset({"scripted"}), repo_ref=None,
+    )  # fmt: skip
+    hooks = Collect()
+    sandboxes: list[int] = []
+
+    async def count_sandboxes() -> None:  # the turns in a sandbox at once (their folders)
+        while True:
+            lines = processes_mentioning("--ro-bind /usr /usr")
+            sandboxes.append(len({m for line in lines for m in re.findall(r"/turn-\w+", line)}))
+            await anyio.sleep(0.02)
+
+    async with ModelRouter(settings) as router, anyio.create_task_group() as tg:
+        seated = seat_agents(spec, router)
+        assert {"agent:claude-code", "agent:codex", "agent:gemini"} <= seated.available_providers
+        tg.start_soon(count_sandboxes)
+        async with run_models(
+            seated, router=router, plain=router, reader=repo, run_id="run-four"
+        ) as models:
+            outcome = await execute(seated, (), models=models, hooks=hooks)
+        tg.cancel_scope.cancel()
+    openings = {t.key.slot: t for t in hooks.turns if t.key.phase == "opening"}
+    assert {s: t.status for s, t in openings.items()} == dict.fromkeys(
+        ("Atlas", "Forge", "Quill", "Vera"), "ok"
+    )
+    for slot in ("Atlas", "Forge", "Quill"):
+        assert MARKER in openings[slot].text
+    assert outcome.kind in ("proposal", "pending_decision"), outcome.kind
+    digest = render_round(seated, hooks.turns, 1)
+    for ref in ("agent:claude-code", "agent:codex", "agent:gemini"):
+        assert ref in digest  # the digest names each seat's CLI
+    assert {r.api for r in upstream.requests} == {"anthropic", "openai", "gemini"}
+    assert max(sandboxes) == 3  # the three agents' turns of a round ran side by side
+    assert processes_mentioning("run-four") == []

@@ -272,9 +272,13 @@ class Gateway:
                     if status in STOPPING:
                         out.headers["x-should-retry"] = "false"
                     await out.prepare(request)
+                    # Relayed as it comes, but for the last chunk: the CLI sees the
+                    # answer's end only once it is stored (a crash between the two
+                    # would otherwise pay for it again).
                     async for chunk in answer.aiter_raw():
+                        if chunks:
+                            await out.write(chunks[-1])
                         chunks.append(chunk)
-                        await out.write(chunk)
             except httpx.HTTPError as exc:
                 log.warning("agent.upstream_failed", error=type(exc).__name__, model=priced)
                 status = 502
@@ -284,13 +288,13 @@ class Gateway:
         elapsed = time.monotonic() - started
         data = b"".join(chunks)
         if not counted:
-            return await _end(out, request, status)
+            return await _end(out, chunks[-1] if chunks else b"")
         account = self.account
         account.model_seconds += elapsed
         account.note_model(priced)
         if status >= 400:
             account.upstream_status = status
-            return await _end(out, request, status)
+            return await _end(out, chunks[-1] if chunks else b"")
         usage = replace(
             self.charge(priced, usage_of(call, data)), latency_ms=int(elapsed * 1000)
         )
@@ -302,15 +306,18 @@ class Gateway:
                 n, digest, priced, status, content_type, data.decode(errors="replace"), usage
             )
             await self.log_calls.save(stored)
-        return await _end(out, request, status)
+        return await _end(out, chunks[-1] if chunks else b"")
 
 
 async def _end(
-    out: web.StreamResponse | None, request: web.Request, status: int
+    out: web.StreamResponse | None, last: bytes = b""
 ) -> web.StreamResponse:
+    """The held-back last chunk and the end of the answer."""
     if out is None:
-        return _error(status, "api_error", "the upstream could not be reached")
+        return _error(502, "api_error", "the upstream could not be reached")
     with contextlib.suppress(ConnectionResetError):
+        if last:
+            await out.write(last)
         await out.write_eof()
     return out
 

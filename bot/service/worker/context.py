@@ -24,7 +24,7 @@ from bot.github.gateway import GitHubGateway, InstallationClient
 from bot.inputs.repo_config import RepoConfig, load_repo_config
 from bot.models.router import ModelRouter
 from bot.repo.cache import SnapshotCache
-from bot.repo.github import GitHubReader
+from bot.repo.github import GitHubReader, html_url
 from bot.service.worker.publish import Thread
 from bot.store import RunStore
 from bot.store.aio import AsyncStore
@@ -74,6 +74,11 @@ class Origin:
     delivery_id: str = ""
     labels: tuple[str, ...] = ()  # the issue's labels when the trigger fired
     retried: bool = False  # this delivery was processed before (crash, redelivery)
+    html_url: str = ""  # the repository's page, from the delivery ("" for follow-ups)
+
+    def repo_page(self, api_url: str) -> str:
+        """The base of permalinks: what GitHub sent, else derived from the API URL."""
+        return self.html_url or html_url(api_url, self.repo)
 
     def thread(self) -> Thread:
         return Thread(self.repo, self.issue_number)
@@ -92,6 +97,7 @@ class Origin:
             body=event.issue.body,
             delivery_id=delivery_id,
             labels=tuple(event.issue.label_names),
+            html_url=event.repository.html_url or "",
             **extra,
         )
 
@@ -113,6 +119,7 @@ class Origin:
             body=pr.body,
             delivery_id=delivery_id,
             labels=tuple(pr.label_names),
+            html_url=event.repository.html_url or "",
             **extra,
         )
 

@@ -26,7 +26,6 @@ from bot.inputs.repo_config import RepoConfig
 from bot.inputs.text import cap_subject
 from bot.repo.brief import Brief, build_brief, nothing_to_review, plan_fetches
 from bot.repo.brief.source import RepoFiles, tree_of
-from bot.repo.github import html_url
 from bot.service.worker.context import Origin
 from bot.service.worker.publish import Publisher, file_issue_once
 from bot.service.worker.respond import Responder, TriggerExtras
@@ -74,7 +73,7 @@ async def review_repository(
             await r.reply(gh, origin, nothing_to_review(label).public)
             return "done"
     # The snapshot the run's debaters will read too (one fetch for both).
-    ref = RepoRef(origin.repo, sha, html_url(r.svc.settings.github_api_url, origin.repo))
+    ref = RepoRef(origin.repo, sha, origin.repo_page(r.svc.settings.github_api_url))
     files = await r.svc.repos.snapshot(gh, ref)
     entries, truncated = tree_of(files), files.truncated
     if folders:

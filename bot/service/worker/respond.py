@@ -31,7 +31,6 @@ from bot.inputs.parser import Command, parse_command, usage_text
 from bot.inputs.plan import choose_mode
 from bot.inputs.repo_config import RepoConfig
 from bot.inputs.text import cap_subject
-from bot.repo.github import html_url
 from bot.run.admission import Limits, Quota, quota_scope
 from bot.run.completers import seat_agents
 from bot.service.worker.budgets import (
@@ -343,7 +342,7 @@ class Responder:
             return None
         if not commit:
             return None
-        return RepoRef(origin.repo, commit, html_url(self.svc.settings.github_api_url, origin.repo))
+        return RepoRef(origin.repo, commit, origin.repo_page(self.svc.settings.github_api_url))
 
     def make_spec(
         self,

@@ -40,7 +40,6 @@ from bot.inputs.parser import Command
 from bot.inputs.plan import Plan, parse_plan
 from bot.inputs.repo_config import RepoConfig
 from bot.inputs.text import assemble_context, cap_subject, check_ref
-from bot.repo.github import html_url
 from bot.repo.snapshot import Snapshot
 from bot.service.worker.context import Origin, Services, load_config
 from bot.service.worker.publish import Publisher
@@ -166,7 +165,7 @@ async def _files_at(
         if isinstance(exc, TransientGitHubError):
             raise
         return None
-    at = RepoRef(origin.repo, commit, html_url(r.svc.settings.github_api_url, origin.repo))
+    at = RepoRef(origin.repo, commit, origin.repo_page(r.svc.settings.github_api_url))
     return await r.svc.repos.snapshot(gh, at)
 
 
