@@ -230,12 +230,19 @@ class AgentSeats:
                                              dir=self.host.root))  # fmt: skip
                 folder = root / "workspace"
                 if self.reader is not None:
-                    self._written = await write_workspace(
-                        self.reader, folder, skip=is_agent_config
-                    )
+                    self._written = await write_workspace(self.reader, folder, skip=is_agent_config)
                 else:
                     folder.mkdir()
                     folder.chmod(0o555)
+                written = self._written
+                log.info(
+                    "agent.workspace",
+                    commit=self.reader.commit[:12] if self.reader is not None else None,
+                    files=written.files if written else 0,
+                    bytes=written.bytes if written else 0,
+                    left_out=written.skipped if written else 0,
+                    missing=written.missing if written else 0,
+                )
                 self._workspace = folder
             return self._workspace
 
@@ -346,4 +353,3 @@ class AgentDispatch:
                 )  # fmt: skip
             return await self.agents.complete(request)
         return await self.inner.complete(request)
-

@@ -59,8 +59,26 @@ def classify(path: str, body: dict[str, Any]) -> Call | None:
 def request_hash(path: str, body: dict[str, Any]) -> str:
     """The request without its volatile fields, canonical JSON, hashed."""
     kept = {k: v for k, v in body.items() if k not in _VOLATILE}
+    items = kept.get("input")
+    if isinstance(items, list):
+        kept["input"] = [_steady(item) for item in items]
     canonical = json.dumps([path, kept], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+# Codex's shell output carries a fresh chunk id and the command's wall time.
+_SHELL_NOISE = re.compile(r"^(?:Chunk ID|Wall time): .*$\n?", re.MULTILINE)
+
+
+def _steady(item: object) -> object:
+    """A Responses input item as a re-run would send it again: Codex numbers its
+    messages afresh each run, and its shell output names how long it took."""
+    if not isinstance(item, dict):
+        return item
+    kept = {k: v for k, v in item.items() if k != "id"}
+    if kept.get("type") == "function_call_output" and isinstance(kept.get("output"), str):
+        kept["output"] = _SHELL_NOISE.sub("", kept["output"])
+    return kept
 
 
 def sse_events(data: bytes) -> Iterator[dict[str, Any]]:

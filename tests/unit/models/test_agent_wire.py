@@ -87,3 +87,21 @@ def test_gemini_usage_is_the_last_chunks_running_total() -> None:
 def test_a_broken_answer_reads_as_no_usage() -> None:
     assert usage_of(Call("openai", "generate", "m", True), b"data: {nope\n\n").input_tokens == 0
     assert usage_of(Call("anthropic", "generate", "m", False), b"<html>").output_tokens == 0
+
+
+def test_the_hash_ignores_codexs_fresh_message_ids() -> None:
+    a = {"model": "m", "input": [{"id": "msg_1", "role": "user", "content": "hi"}]}
+    b = {"model": "m", "input": [{"id": "msg_2", "role": "user", "content": "hi"}]}
+    c = {"model": "m", "input": [{"id": "msg_1", "role": "user", "content": "ho"}]}
+    assert request_hash("/v1/responses", a) == request_hash("/v1/responses", b)
+    assert request_hash("/v1/responses", a) != request_hash("/v1/responses", c)
+
+
+def test_the_hash_ignores_the_timing_in_codexs_shell_output() -> None:
+    def body(took: str, chunk: str, out: str = "x") -> dict[str, object]:
+        output = f"Chunk ID: {chunk}\nWall time: {took} seconds\nProcess exited with code 0\n{out}"
+        return {"input": [{"type": "function_call_output", "call_id": "c1", "output": output}]}
+
+    same = request_hash("/v1/responses", body("0.0011", "ab12"))
+    assert same == request_hash("/v1/responses", body("0.0020", "cd34"))
+    assert same != request_hash("/v1/responses", body("0.0011", "ab12", out="y"))
