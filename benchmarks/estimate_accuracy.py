@@ -1,34 +1,31 @@
-"""Estimate accuracy: a run's estimated cost beside its real spend, per mode.
+"""Estimate accuracy: the figure a user sees beside what the run then costs.
 
-For each of the four modes (debate, critique, arbitrate, proposal) the same
-spec is estimated (``bot.models.estimate.estimate_run``, as admission does before
-a run starts) and then driven through the real engine and router against the
-loopback fake model server, which reports usage (cached input included) as
-providers do; the real spend is what the router priced from those reports.
+The estimate is the one `/debate estimate`, admission and the dry run quote
+(``bot.run.estimate.forecast``), with what it learns from the ledger
+(``RunStore.usage_history`` → ``bot.run.habits.learn``) and, with tools, the
+size of the checkout the debaters read (``supply_of`` of its snapshot). The runs
+are real: ``bot.run.execute`` through the router (and, with tools, the tool loop
+over the real repository tools on a checkout) against the loopback fake model
+server, which reports usage as providers do, each turn and tool step stored in
+a SQLite store as the worker stores them. Each configuration starts from an
+empty store:
 
-The fake "model" writes every answer that has a word limit ("Write at most N
-words": persona turns and the synthesis) to ``--fill`` of it with generated
-prose (``benchmarks._support_models.paragraph``, not the estimator's filler);
-judge and vote answers are the rehearsal script as is.
+1. *before*: the estimate of a debate with no history, beside its real spend;
+2. twenty debates of other subjects (sizes vary) fill the ledger;
+3. *after*: the estimate of a new debate, beside its real spend.
 
-Two estimates are shown: as deployed (tokens counted as four characters, about
-what providers' tokenizers give for English) and with the fake server's own
-tokenizer (a word or a punctuation mark a token, which counts this generated
-prose at about 0.6 of that). The target is judged on the second: the same
-tokenizer on both sides, so the figure measures the plan walk, the answer-length
-assumption and the cache model rather than two ways of counting. A last row runs
-the debate with a model that never concedes (every round runs): the case an
-estimate built on the plan's expected convergence cannot see, bounded by the
-run's cost cap (the admitted budget) instead.
+The fake models write answers that use 25 %, 50 % or 90 % of their word limit
+(generated prose, not the estimator's filler); with tools on, every persona and
+synthesis turn lists the root, searches the code and reads two files (three
+tool steps, as the tool loop runs them), in a small repository (three source
+files, about 4 kB) or a large one (400 files, about 2.4 MB). The fake's
+tokenizer counts a word or a punctuation mark a token, about 0.6 of the
+estimator's four characters on this prose: the prior overcounts it, history
+learns it (the scale). Runs are spaced apart: the fake's prefix cache is
+cleared between debates, as a provider's expires.
 
-A row with tools on drives the debate through the service's tool loop
-(``bot/run/tool_loop.py``) against the tool-calling fake server, over an in-memory
-repository whose files are sized so that each turn uses the share of its tool
-budget the estimate assumes (``TOOL_FILL`` of its steps and bytes): it measures
-the estimate's arithmetic of a tool turn (every step re-sending the
-conversation, mostly from the cache), not how much a real model reads.
-
-Target (issue 20): the estimate within ±30 % of the real spend for the four modes.
+Targets (issue 31): after history the expected figure within ±30 % of the real
+spend; before it, never below the real spend by more than 30 %.
 """
 
 from __future__ import annotations
@@ -37,73 +34,80 @@ import argparse
 import asyncio
 import random
 import re
-from collections.abc import Callable, Coroutine
-from dataclasses import replace
-from typing import Any
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
-from benchmarks._support_models import (
-    MODEL,
-    PERSONAS,
-    drive,
-    model_server,
-    paragraph,
-    plan_text,
-    router_settings,
-)
+from benchmarks._support_models import MODEL, PERSONAS, paragraph, plan_text, router_settings
 from benchmarks.common import print_table
 from bot.engine.rehearsal import reply
-from bot.engine.tools import MAX_BYTES, MAX_STEPS
-from bot.engine.types import ArbitrationContext, DebateSpec, Mode, Turn
-from bot.models.estimate import TOOL_FILL, estimate_run
+from bot.engine.types import DebateSpec, RepoRef, Turn
 from bot.models.pricing import PriceBook
 from bot.models.router import ModelRouter
-from bot.models.scripted import ReplyScript
+from bot.repo.local import open_checkout
+from bot.repo.snapshot import Snapshot
+from bot.repo.tools import ToolCaps, run_tool
+from bot.run.estimate import Forecast, forecast, plan_models, supply_of
+from bot.run.execute import Collect, execute
+from bot.run.habits import learn
 from bot.run.tool_loop import ToolLoop
-from testkit.fakes.memory_repo import MemoryReader, run_tool
-from testkit.fakes.model_server import tokenize
+from bot.store import RunStore
 from testkit.fakes.tool_server import Call, Seen, ToolModelServer
 
-_LIMIT = re.compile(r"Write at most (\d+) words")
-_STANCE = re.compile(r"^POINT \d+:", re.M)
+FILLS = (0.25, 0.5, 0.9)
+HISTORY = 20
 TARGET = 0.30
-LATENCY_S = 0.01
-MODES: tuple[Mode, ...] = ("debate", "critique", "arbitrate", "proposal")
+INSTALLATION = 1
+REPO = "octo/estimate"
+_LIMIT = re.compile(r"Write at most (\d+) words")
 
 
-def spec_for(mode: Mode, words: int) -> DebateSpec:
-    subject = plan_text(words, seed=f"estimate-{mode}")
-    arbitration = None
-    if mode == "arbitrate":
-        arbitration = ArbitrationContext(
-            concern="MAX_RETRIES is never set, so this loop can spin forever.",
-            concern_author="review-bot[bot]",
-            concern_author_is_bot=True,
-            path="src/app/handler.py",
-            diff_hunk="@@ -10,6 +10,9 @@\n+for attempt in range(MAX_RETRIES):\n+    send()",
-            file_excerpt=subject[:3000],
-            pr_title="Retry sends",
-            pr_body="Retries failed sends.",
-        )
-    return DebateSpec(
-        mode=mode,
-        title=f"Estimate accuracy: {mode}",
-        subject=subject,
-        personas=PERSONAS,
-        judge=MODEL,
-        rounds=3,
-        arbitration=arbitration,
-        seed=f"estimate-{mode}",
-    )
+# -- the repositories -----------------------------------------------------------------
 
 
-def fake_model(fill: float, stubborn: bool) -> ReplyScript:
-    """The rehearsal script, written out to ``fill`` of each word limit with
+def _module(rng: random.Random, name: str, functions: int) -> str:
+    lines = [f'"""{name}: {paragraph(rng, 12)}"""', "", "import logging", ""]
+    for i in range(functions):
+        lines += [
+            f"def handler_{i}(request, retries=3):",
+            f'    """{paragraph(rng, 10)}"""',
+            "    for attempt in range(retries):",
+            f"        result = route_{i}(request, attempt)",
+            "        if result is not None:",
+            "            return result",
+            f"    logging.warning('handler_{i} gave up after %d attempts', retries)",
+            "    return None",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def repository(root: Path, size: str) -> Path:
+    """A checkout: three small modules, or 400 modules in 20 packages."""
+    rng = random.Random(size)
+    if size == "small":
+        names = ["src/app.py", "src/routes.py", "src/models.py"]
+        functions = 3
+    else:
+        names = [f"pkg{p}/mod{m}.py" for p in range(20) for m in range(20)]
+        functions = 16
+    for name in names:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_module(rng, name, functions))
+    return root
+
+
+# -- the fake models --------------------------------------------------------------------
+
+
+def answer(fill: float) -> Callable[[str], str]:
+    """The rehearsal's reply written out to ``fill`` of its word limit with
     generated prose after its first two lines (before any stance block)."""
 
     def respond(prompt: str) -> str:
         text = reply(prompt)
-        if stubborn:
-            text = text.replace("AGREE", "HOLD").replace("CONCEDE", "HOLD")
         limit = _LIMIT.search(prompt)
         missing = int(int(limit[1]) * fill) - len(text.split()) if limit else 0
         if missing <= 0:
@@ -117,148 +121,163 @@ def fake_model(fill: float, stubborn: bool) -> ReplyScript:
     return respond
 
 
-def fake_tokens(text: str) -> int:
-    return len(tokenize(text))
+def script(fill: float, files: list[str]) -> Callable[[Seen], str | list[Call]]:
+    """With tools: list the root, search the code, read two files (the turn's
+    own pick), then answer."""
+    respond = answer(fill)
+
+    def step(seen: Seen) -> str | list[Call]:
+        if not seen.may_call or seen.step >= 3:
+            return respond(seen.text)
+        if seen.step == 0:
+            return [Call("list_files", {"path": ""})]
+        if seen.step == 1:
+            return [Call("search_code", {"pattern": "def handler_1\\("})]
+        pick = random.Random(seen.text[-300:])
+        return [Call("read_file", {"path": p}) for p in pick.sample(files, 2)]
+
+    return step
 
 
-TOOL_STEPS = round((MAX_STEPS - 1) * TOOL_FILL)  # the tool steps a turn is assumed to take
-_CODE = "    return self._cache.get(key, default)  # held until the entry expires"
+# -- one configuration ----------------------------------------------------------------
 
 
-def tool_repository() -> dict[str, str]:
-    """One file per tool step, each as long as read_file answers with the share of
-    the byte budget one step is assumed to bring."""
-    per_step = int(MAX_BYTES * TOOL_FILL / TOOL_STEPS)
-    lines = per_step // (len(_CODE) + 6)
-    return {f"src/mod{i}.py": "\n".join([_CODE] * lines) + "\n" for i in range(TOOL_STEPS)}
-
-
-def tool_script(fill: float) -> Callable[[Seen], str | list[Call]]:
-    respond = fake_model(fill, stubborn=False)
-
-    def script(seen: Seen) -> str | list[Call]:
-        if seen.may_call and seen.step < TOOL_STEPS:
-            return [Call("read_file", {"path": f"src/mod{seen.step}.py"})]
-        return respond(seen.text)
-
-    return script
-
-
-Measured = tuple[float, int, int, int]  # spend, model calls, input and output tokens
-
-
-def _totals(turns: list[Turn], calls: int) -> Measured:
-    return (
-        sum(t.usage.cost_usd for t in turns),
-        calls,
-        sum(t.usage.input_tokens for t in turns),
-        sum(t.usage.output_tokens for t in turns),
+def spec_for(run: int, words: int, tools: bool) -> DebateSpec:
+    return DebateSpec(
+        mode="debate",
+        title=f"Estimate accuracy, run {run}",
+        subject=plan_text(words, seed=f"estimate-{run}"),
+        personas=PERSONAS,
+        judge=MODEL,
+        rounds=3,
+        seed=f"estimate-{run}",
+        tools=tools,
+        repo_ref=RepoRef(REPO, "0" * 40) if tools else None,
     )
 
 
-async def measure(spec: DebateSpec, *, fill: float, stubborn: bool) -> Measured:
-    with model_server(
-        latency_s=LATENCY_S,
-        openai_api_key="sk-bench-loopback",
-        responder=fake_model(fill, stubborn),
-    ) as server:
-        async with ModelRouter(router_settings(server.openai_base_url)) as router:
-            driven = await drive(spec, router)
-    return _totals(driven.turns, len(driven.turns))
+@dataclass(frozen=True)
+class Measured:
+    before: float  # estimate ÷ real, no history
+    after: float  # estimate ÷ real, twenty runs of history
+    high: float  # the high end ÷ real, after
+    real: float  # the last run's real spend
 
 
-async def measure_tools(spec: DebateSpec, *, fill: float, stubborn: bool) -> Measured:
+class Bench:
+    def __init__(self, fill: float, tools: bool, checkout: Path, db: Path) -> None:
+        self.fill, self.tools, self.checkout = fill, tools, checkout
+        self.snapshot: Snapshot = open_checkout(checkout)
+        self.files = sorted(p for p, _, kind in self.snapshot.listing() if kind == "file")
+        self.store = RunStore.from_url(f"sqlite:///{db}")
+        self.store.migrate()
+        self.prices = PriceBook()  # the router's, with no price file
+
+    def estimate(self, spec: DebateSpec) -> Forecast:
+        history = self.store.usage_history(
+            installation_id=INSTALLATION, repo=REPO, mode=spec.mode, models=plan_models(spec)
+        )
+        supply = supply_of(self.snapshot) if spec.tools else None
+        return forecast(spec, self.prices, learn(history, plan_models(spec)), supply_bytes=supply)
+
+    async def run(self, server: ToolModelServer, router: ModelRouter, spec: DebateSpec) -> float:
+        """One debate, stored as the worker stores it; its real spend."""
+        server.reset()  # runs spaced apart: the provider's prefix cache has expired
+        row = self.store.create_run(
+            repo=REPO,
+            issue_number=int(spec.seed.rsplit("-", 1)[-1]),
+            spec=spec,
+            installation_id=INSTALLATION,
+        )
+        store = self.store
+
+        class Kept(Collect):
+            async def on_turn(self, turn: Turn) -> None:
+                if turn.status != "ok":
+                    raise RuntimeError(f"{turn.key.id()} dropped ({turn.drop_class})")
+                store.save_turn(row.id, turn)
+                await super().on_turn(turn)
+
+        hooks = Kept()
+        models = ToolLoop(
+            routes=router,
+            plain=router.complete,
+            reader=self.snapshot,
+            run_tool=run_tool,
+            caps=ToolCaps(),
+            run_id=row.id,
+            steps=self.store,
+        )
+        await execute(spec, (), models=models, hooks=hooks)
+        return sum(t.usage.cost_usd for t in hooks.turns)
+
+
+async def measure(fill: float, tools: bool, size: str, history: int, tmp: Path) -> Measured:
+    checkout = repository(tmp / f"{size}-{fill}-{tools}", size)
+    bench = Bench(fill, tools, checkout, tmp / f"{size}-{fill}-{tools}.db")
+    sizes = random.Random(f"{fill}{tools}{size}")
     with ToolModelServer(
-        script=tool_script(fill), latency_s=LATENCY_S, openai_api_key="sk-bench-loopback"
+        script=script(fill, bench.files), latency_s=0.0, openai_api_key="sk-bench-loopback"
     ) as server:
         async with ModelRouter(router_settings(server.openai_base_url)) as router:
-            loop = ToolLoop(
-                routes=router,
-                plain=router.complete,
-                reader=MemoryReader(tool_repository()),
-                run_tool=run_tool,
-                caps=None,
-                run_id="bench",
-            )
-            driven = await drive(spec, router, loop)
-        calls = len(server.requests)
-    return _totals(driven.turns, calls)
-
-
-def row(
-    label: str,
-    spec: DebateSpec,
-    fill: float,
-    stubborn: bool,
-    measured: Callable[..., Coroutine[Any, Any, Measured]] = measure,
-) -> tuple[list[str], bool]:
-    prices = PriceBook()  # the router's, with no price file
-    deployed = estimate_run(spec, prices)
-    est = estimate_run(spec, prices, count=fake_tokens)
-    real, calls, inp, out = asyncio.run(measured(spec, fill=fill, stubborn=stubborn))
-    ratio = est.usd / real if real else float("inf")
-    ok = abs(ratio - 1) <= TARGET
-    return [
-        label,
-        f"{est.model_calls} / {calls}",
-        f"{est.input_tokens:,} / {inp:,}",
-        f"{est.output_tokens:,} / {out:,}",
-        f"${real:.5f}",
-        f"${est.usd:.5f}",
-        f"{ratio:.2f}",
-        f"${deployed.usd:.5f} ({deployed.usd / real:.2f})",
-        "yes" if ok else "no",
-    ], ok
+            first = spec_for(1, sizes.randint(300, 1200), tools)
+            before = bench.estimate(first)
+            real_first = await bench.run(server, router, first)
+            for n in range(2, history + 1):
+                await bench.run(server, router, spec_for(n, sizes.randint(300, 1200), tools))
+            last = spec_for(history + 1, sizes.randint(300, 1200), tools)
+            after = bench.estimate(last)
+            real_last = await bench.run(server, router, last)
+    bench.store.dispose()
+    return Measured(
+        before.usd / real_first, after.usd / real_last, after.high_usd / real_last, real_last
+    )
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks estimate_accuracy")
-    parser.add_argument("--quick", action="store_true", help="a smaller subject")
-    parser.add_argument(
-        "--fill", type=float, default=0.75, help="share of its word limit the fake writes"
-    )
+    parser.add_argument("--quick", action="store_true", help="the large repository only")
+    parser.add_argument("--history", type=int, default=HISTORY, help="runs before the last")
     args = parser.parse_args(argv)
-    words = 400 if args.quick else 1500
+    sizes = ("large",) if args.quick else ("small", "large")
     rows: list[list[str]] = []
-    hits = 0
-    for mode in MODES:
-        cells, ok = row(mode, spec_for(mode, words), args.fill, stubborn=False)
-        rows.append(cells)
-        hits += ok
-    stubborn, _ = row(
-        "debate, never converges (not a target)",
-        replace(spec_for("debate", words), rounds=5),
-        args.fill,
-        stubborn=True,
-    )
-    rows.append(stubborn)
-    tools, tools_ok = row(
-        "debate, tools on",
-        replace(spec_for("debate", words), tools=True),
-        args.fill,
-        stubborn=False,
-        measured=measure_tools,
-    )
-    rows.append(tools)
-    hits += tools_ok
+    hits = total = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in sizes:
+            for tools in (False, True):
+                if not tools and size == "large":
+                    continue  # without tools the repository plays no part
+                for fill in FILLS:
+                    m = asyncio.run(measure(fill, tools, size, args.history, Path(tmp)))
+                    ok_before = m.before >= 1 - TARGET
+                    ok_after = abs(m.after - 1) <= TARGET
+                    hits += ok_before + ok_after
+                    total += 2
+                    rows.append(
+                        [
+                            f"{'tools, ' + size + ' repository' if tools else 'no tools'}",
+                            f"{fill:.0%}",
+                            f"${m.real:.4f}",
+                            f"{m.before:.2f}" + ("" if ok_before else " ✗"),
+                            f"{m.after:.2f}" + ("" if ok_after else " ✗"),
+                            f"{m.high:.2f}",
+                        ]
+                    )
     print_table(
-        f"Estimate vs real spend on the fake servers ({words}-word subject, {MODEL}, "
-        f"answers at {args.fill:.0%} of their word limit)",
+        f"Estimate ÷ real spend ({MODEL} on the fake server, 3-round debates, "
+        f"before and after {args.history} runs of history)",
         [
-            "run",
-            "calls est / real",
-            "input est / real",
-            "output est / real",
+            "runs",
+            "answers use",
             "real spend",
-            "estimate",
-            "ratio",
-            "estimate as deployed (ratio)",
-            "±30 %",
+            "before history (≥ 0.70)",
+            f"after {args.history} runs (0.70-1.30)",
+            "high end after",
         ],
         rows,
     )
-    print(f"{hits} of {len(MODES) + 1} runs within ±{TARGET:.0%} (target: all but the stubborn).")
-    return 0
+    print(f"{hits} of {total} figures on target.")
+    return 0 if hits == total else 1
 
 
 if __name__ == "__main__":

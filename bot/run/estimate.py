@@ -26,6 +26,8 @@ model without one adds nothing and is listed in ``unpriced``.
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -33,8 +35,17 @@ from dataclasses import dataclass, field, replace
 from bot.core.errors import ProtocolError
 from bot.engine.protocol import next_step
 from bot.engine.rehearsal import reply
-from bot.engine.tools import MAX_BYTES, MAX_STEPS
-from bot.engine.types import Batch, DebateSpec, ModelRequest, Outcome, Prompt, Turn, Usage
+from bot.engine.tools import MAX_BYTES, MAX_STEPS, definitions
+from bot.engine.types import (
+    Batch,
+    DebateSpec,
+    ModelRequest,
+    Outcome,
+    Prompt,
+    ToolName,
+    Turn,
+    Usage,
+)
 from bot.models.base import approx_tokens
 from bot.models.pricing import PriceBook
 from bot.repo.snapshot import Snapshot
@@ -48,6 +59,16 @@ class Habits:
     scale: float  # the provider's tokens per estimator token (four characters)
     tool_steps: float  # tool steps (model calls that read) of a turn with tools
     tool_bytes: float  # repository bytes those steps bring back, in all
+    # Characters per word of its answers, spaces included (None: the filler's own).
+    word_chars: float | None = None
+    # The provider's tokens per estimator token of what tools answer (None: scale).
+    tool_scale: float | None = None
+    # The provider's tokens per estimator token of a prompt (None: scale).
+    prompt_scale: float | None = None
+    # Shares of input served from the provider's cache, of turns without and with
+    # tools (None: the estimate's own model of the cache).
+    cache_share: float | None = None
+    tool_cache_share: float | None = None
 
 
 # The prior, until a model has history here (bot/run/habits.py, MIN_TURNS):
@@ -77,10 +98,12 @@ CHARS_PER_TOKEN = 4
 _MAX_BATCHES = 200
 _WORD_LIMIT = re.compile(r"Write at most (\d+) words")
 _FILLER = "This paragraph stands for the reasoning a model writes at this point."
+_LETTERS = "reasoningaboutthetradeoffsofthisplanandwhatitcostsovertime" * 2
 # Providers whose prompt cache is written explicitly (and billed as such).
 _CACHE_WRITE_PROVIDERS = frozenset({"anthropic"})
 # What one step of calls writes.
 _CALL_TEXT = 'read_file {"path": "src/app/handlers/retry.py", "start_line": 1}'
+CALL_TOKENS = approx_tokens(_CALL_TEXT)
 # Beyond the files themselves a turn's tools answer with line numbers (read_file)
 # and listings and search hits: what a repository of N bytes can supply a turn.
 _LINE_NUMBERS = 1.25
@@ -175,9 +198,12 @@ def supply_of(snapshot: Snapshot) -> int:
     return sum(size for _, size, kind in snapshot.listing() if kind == "file")
 
 
-def padded_answer(prompt_text: str, fill: float = PRIOR.fill) -> str:
+def padded_answer(
+    prompt_text: str, fill: float = PRIOR.fill, word_chars: float | None = None
+) -> str:
     """The rehearsal's reply, lengthened to ``fill`` of the prompt's word limit
-    (the filler goes after the first two lines, before any stance block)."""
+    (the filler goes after the first two lines, before any stance block), its
+    words ``word_chars`` characters long with their space (None: the filler's)."""
     answer = reply(prompt_text)
     limit = _WORD_LIMIT.search(prompt_text)
     if limit is None:
@@ -185,11 +211,21 @@ def padded_answer(prompt_text: str, fill: float = PRIOR.fill) -> str:
     missing = int(int(limit.group(1)) * fill) - len(answer.split())
     if missing <= 0:
         return answer
-    per = len(_FILLER.split())
-    filler = " ".join([_FILLER] * (missing // per + 1))
+    if word_chars is None:
+        per = len(_FILLER.split())
+        filler = " ".join([_FILLER] * (missing // per + 1))
+    else:
+        filler = _words(missing, word_chars)
     head, sep, tail = answer.partition("\n")
     second, sep2, rest = tail.partition("\n")
     return f"{head}{sep}{second}\n{filler}{sep2 or chr(10)}{rest}"
+
+
+def _words(n: int, word_chars: float) -> str:
+    """``n`` words averaging ``word_chars`` characters with their space."""
+    letters = max(1.0, word_chars - 1)
+    sizes = (max(1, int((i + 1) * letters) - int(i * letters)) for i in range(n))
+    return " ".join(_LETTERS[:size] for size in sizes)
 
 
 def forecast(
@@ -292,10 +328,14 @@ def _call(
 ) -> tuple[CallEstimate, str]:
     model = request.models[0] if request.models else ""
     text = _text(request.prompt)
-    answer = padded_answer(text, habits.fill)
+    answer = padded_answer(text, habits.fill, habits.word_chars)
     shared = request.prompt.system + request.prompt.prefix
-    prefix_tokens = _tokens(shared, habits.scale)
-    input_tokens = _tokens(text, habits.scale)
+    if request.tools is not None:  # every step sends the tools' definitions first
+        defs = definitions_text(request)
+        text, shared = defs + text, defs + shared
+    prompt_scale = habits.scale if habits.prompt_scale is None else habits.prompt_scale
+    prefix_tokens = _tokens(shared, prompt_scale)
+    input_tokens = _tokens(text, prompt_scale)
     answer_tokens = min(_tokens(answer, habits.scale), request.max_output_tokens)
     writes = model.partition("/")[0] in _CACHE_WRITE_PROVIDERS
     cached = written = 0
@@ -305,8 +345,14 @@ def _call(
         written = prefix_tokens
     usage = Usage(input_tokens, answer_tokens, cached, cache_write_tokens=written)
     steps = 1
+    share = habits.cache_share
     if request.tools is not None:
         usage, steps = _tool_loop(request, usage, writes, habits, supply_bytes)
+        share = habits.tool_cache_share
+    if share is not None:  # as this model's calls here were served
+        cached = round(usage.input_tokens * share)
+        written = min(usage.cache_write_tokens, usage.input_tokens - cached)
+        usage = replace(usage, cached_tokens=cached, cache_write_tokens=written)
     usd = prices.charge(model, usage).cost_usd
     call = CallEstimate(
         request.key.slot,
@@ -320,6 +366,24 @@ def _call(
         steps=steps,
     )
     return call, answer
+
+
+def prompt_text(request: ModelRequest) -> str:
+    """What a request sends as the estimate counts it: its prompt, after the
+    tools' definitions when it has tools."""
+    return definitions_text(request) + _text(request.prompt)
+
+
+def definitions_text(request: ModelRequest) -> str:
+    return "" if request.tools is None else _definitions(request.tools.tools)
+
+
+@functools.cache
+def _definitions(names: tuple[ToolName, ...]) -> str:
+    """The tools' definitions as a request carries them (what a provider counts)."""
+    return json.dumps(
+        [{"name": n, "description": d, "parameters": schema} for n, d, schema in definitions(names)]
+    )
 
 
 def supply_bound(supply_bytes: int) -> float:
@@ -356,7 +420,8 @@ def _tool_loop(
     if n <= 0:
         return first, 1
     call = min(_tokens(_CALL_TEXT, habits.scale), request.max_output_tokens)
-    grow = call + read / n / CHARS_PER_TOKEN * habits.scale  # tokens each step adds
+    added = CALL_TOKENS + read / n / CHARS_PER_TOKEN  # estimator tokens a step adds
+    grow = added * (habits.scale if habits.tool_scale is None else habits.tool_scale)
     base = first.input_tokens
     inputs = (n + 1) * base + grow * n * (n + 1) / 2
     cached = first.cached_tokens + n * base + grow * n * (n - 1) / 2

@@ -25,6 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.selectable import NamedFromClause
 
 from bot.core.errors import AdmissionRefused
 from bot.engine.types import DebateSpec, Turn
@@ -131,43 +132,69 @@ class LedgerQueries(StoreBase):
         mode: str,
         models: Sequence[str],
         per_model: int = 200,
+        replays: int = 8,
     ) -> UsageHistory:
         """What the latest ``per_model`` answered turns of each of ``models``
         really used in this installation's runs of ``mode`` (its repository's
         where it has no installation): the estimate learns from them
         (bot/run/habits.py). The ledger's calls joined with their turns' answers
-        and, for a turn with tools, its last step's evidence."""
-        s, r, t, st = spend.c, runs.c, turns.c, turn_steps.c
+        and, for a turn with tools, its first step (the prompt alone) and its
+        last (the answer, and the loop's evidence); and the turns of the latest
+        ``replays`` runs, which the estimate replays for their prompts."""
+        s, r, t = spend.c, runs.c, turns.c
+        last, first = turn_steps.alias("last_step"), turn_steps.alias("first_step")
         scope = (
             r.installation_id == installation_id
             if installation_id is not None
             else (r.repo == repo)
         )
+
+        def step(alias: NamedFromClause, which: sa.ColumnElement[bool]) -> sa.ColumnElement[bool]:
+            return sa.and_(alias.c.run_id == s.run_id, alias.c.turn_id == s.turn_id, which)
+
         base = (
-            sa.select(s.run_id, s.model, t.phase, s.output_tokens, t.text, st.body)
+            sa.select(
+                s.run_id,
+                s.turn_id,
+                s.model,
+                t.phase,
+                s.input_tokens,
+                s.cached_tokens,
+                s.output_tokens,
+                t.text,
+                last.c.body.label("last_step"),
+                first.c.body.label("first_step"),
+            )
             .select_from(
                 spend.join(runs, r.id == s.run_id)
                 .join(turns, (t.run_id == s.run_id) & (t.turn_id == s.turn_id))
-                .outerjoin(
-                    turn_steps,
-                    (st.run_id == s.run_id) & (st.turn_id == s.turn_id) & st.final.is_(True),
-                )
+                .outerjoin(last, step(last, last.c.final.is_(True)))
+                .outerjoin(first, step(first, first.c.n == 0))
             )
             .where(scope, r.mode == mode, t.status == "ok")
             .order_by(s.created_at.desc(), s.turn_id)
             .limit(per_model)
         )
+        from bot.store.turns import turn_from_row  # turns imports this module (record_spend)
+
         used: list[TurnUse] = []
         with self._read("usage_history") as conn:
             for model in dict.fromkeys(models):
-                rows = conn.execute(base.where(s.model == model)).all()
-                used += [_turn_use(*row) for row in rows]
+                rows = conn.execute(base.where(s.model == model)).mappings()
+                used += [_turn_use(**row) for row in rows]
             ids = sorted({u.run_id for u in used})
             specs = {
                 run_id: spec_from_json(text)
                 for run_id, text in conn.execute(sa.select(r.id, r.spec).where(r.id.in_(ids)))
             }
-        return UsageHistory(tuple(used), specs)
+            latest = list(dict.fromkeys(u.run_id for u in used))[:replays]
+            played: dict[str, list[Turn]] = {run_id: [] for run_id in latest}
+            stored = conn.execute(
+                sa.select(turns).where(t.run_id.in_(latest)).order_by(t.run_id, t.seq)
+            ).mappings()
+            for row in stored:
+                played[row["run_id"]].append(turn_from_row(row))
+        return UsageHistory(tuple(used), specs, {k: tuple(v) for k, v in played.items()})
 
     def spend_totals(self) -> Iterator[tuple[int | None, str, str, float]]:
         """All-time spend per (installation, repository, model): the metrics' counter."""
@@ -203,18 +230,53 @@ class LedgerQueries(StoreBase):
 
 
 def _turn_use(
-    run_id: str, model: str, phase: str, output_tokens: int, text: str, step: str | None
+    run_id: str,
+    turn_id: str,
+    model: str,
+    phase: str,
+    input_tokens: int,
+    cached_tokens: int,
+    output_tokens: int,
+    text: str,
+    last_step: str | None,
+    first_step: str | None,
 ) -> TurnUse:
-    """A turn's use: a turn with tools by its last step (the call that wrote the
-    answer, and the evidence of the loop), another by its one call."""
-    if step is None:
-        return TurnUse(run_id, model, phase, len(text.split()), len(text), output_tokens, None, 0)
-    last = from_json(StoredStep, step)
+    """A turn's use: a turn with tools by its steps (the last wrote the answer and
+    holds the loop's evidence; the first was sent the prompt alone), another by
+    its one call."""
+    words, chars = len(text.split()), len(text)
+    if last_step is None:
+        return TurnUse(
+            run_id,
+            model,
+            phase,
+            words,
+            chars,
+            output_tokens,
+            None,
+            0,
+            input_tokens,
+            0,
+            turn_id,
+            cached_tokens,
+        )
+    last = from_json(StoredStep, last_step)
+    first = from_json(StoredStep, first_step) if first_step is not None else last
     evidence = last.evidence
-    steps = max(0, evidence.steps - 1) if evidence is not None else last.n
-    read = evidence.bytes_read if evidence is not None else 0
-    answer = last.usage.output_tokens
-    return TurnUse(run_id, model, phase, len(text.split()), len(text), answer, steps, read)
+    return TurnUse(
+        run_id,
+        model,
+        phase,
+        words,
+        chars,
+        last.usage.output_tokens,
+        max(0, evidence.steps - 1) if evidence is not None else last.n,
+        evidence.bytes_read if evidence is not None else 0,
+        input_tokens,
+        first.usage.input_tokens,
+        turn_id,
+        cached_tokens,
+    )
 
 
 def _held() -> sa.ColumnElement[float]:

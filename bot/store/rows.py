@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple, cast
 
-from bot.engine.types import DebateSpec, Evidence, Exchange, Usage
+from bot.engine.types import DebateSpec, Evidence, Exchange, Turn, Usage
 from bot.store.codec import from_json, spec_from_json
 from bot.store.trigger import Trigger
 
@@ -228,6 +228,10 @@ class TurnUse:
     answer_tokens: int  # output tokens of the call that wrote the answer
     tool_steps: int | None  # steps that read (None: a turn without tools)
     tool_bytes: int  # what they read
+    input_tokens: int = 0  # of all the turn's calls
+    first_input_tokens: int = 0  # of its first call (a turn with tools)
+    turn_id: str = ""  # TurnKey.id()
+    cached_tokens: int = 0  # of all the turn's calls, served from the provider's cache
 
 
 @dataclass(frozen=True)
@@ -236,6 +240,8 @@ class UsageHistory:
 
     turns: tuple[TurnUse, ...] = ()
     specs: Mapping[str, DebateSpec] | None = None
+    # The latest runs' turns, in order: replayed, they give each request's prompt.
+    replays: Mapping[str, tuple[Turn, ...]] | None = None
 
 
 @dataclass(frozen=True)

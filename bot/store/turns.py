@@ -118,10 +118,10 @@ class TurnQueries(StoreBase):
         """Every saved turn of a run, in the order they were saved."""
         with self._read("load_turns") as conn:
             rows = conn.execute(_LOAD_TURNS, {"t_run_id": run_id}).mappings()
-            return [_turn_from_row(row) for row in rows]
+            return [turn_from_row(row) for row in rows]
 
 
-def _turn_from_row(row: Mapping[Any, Any]) -> Turn:
+def turn_from_row(row: Mapping[Any, Any]) -> Turn:
     return Turn(
         key=TurnKey(
             phase=cast(Phase, row["phase"]),

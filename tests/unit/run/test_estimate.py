@@ -10,9 +10,12 @@ import pytest
 
 from bot.core.settings import Settings
 from bot.engine.prompts import word_budget
+from bot.engine.protocol import next_step
+from bot.engine.rehearsal import reply
 from bot.engine.tools import MAX_BYTES, MAX_STEPS, TOOL_PHASES
-from bot.engine.types import DebateSpec, PersonaSpec, RepoRef
+from bot.engine.types import Batch, DebateSpec, PersonaSpec, RepoRef, Turn
 from bot.inputs.repo_config import RepoConfig
+from bot.models.base import approx_tokens
 from bot.models.pricing import Price, PriceBook
 from bot.repo.snapshot import Entry, Limits, Snapshot
 from bot.run.estimate import (
@@ -24,6 +27,7 @@ from bot.run.estimate import (
     forecast,
     padded_answer,
     plan_models,
+    prompt_text,
     supply_of,
     tool_reads,
 )
@@ -126,10 +130,11 @@ def test_a_tool_turn_is_its_steps_each_resending_the_conversation() -> None:
         else:
             assert b == a  # the frame and the votes answer from the prompt alone
     assert on.model_calls > off.model_calls == len(off.calls)
-    # Models that read nothing: a tool turn is one call, as without tools.
+    # Models that read nothing: a tool turn is one call, as without tools, which
+    # still carries the tools' definitions (and the rules in the system prompt).
     silent = estimate_run(spec(tools=True), PriceBook(), everyone(replace(PRIOR, tool_steps=0)))
-    # (the tools' rules in the system prompt aside).
-    assert silent.model_calls == len(silent.calls) and silent.usd < 1.1 * off.usd
+    assert silent.model_calls == len(silent.calls)
+    assert off.usd < silent.usd < on.usd
 
 
 def test_tool_reads_are_bounded_by_the_budget_and_the_repository() -> None:
@@ -232,6 +237,76 @@ def test_answer_fill_and_tokenizer_are_learned_per_model() -> None:
     # A model of the plan without history of its own takes the plan's models together.
     other = learned["openai/other"]
     assert other.turns == 40 and PRIOR.fill > other.expected.fill > gpt.expected.fill
+
+
+def test_word_length_and_the_tool_answers_tokenizer_are_learned() -> None:
+    limit = word_budget(spec())
+    # Answers of long words (8 characters a word), at half their limit.
+    long_words = [replace(u, chars=u.words * 8) for u in uses(GPT, 25, words=limit // 2)]
+    learned = learn(history(long_words), [GPT])[GPT]
+    assert learned.expected.word_chars == pytest.approx(8.0)
+    filler = replace(learned, expected=replace(learned.expected, word_chars=None))
+    longer = forecast(spec(), PriceBook(), {GPT: learned, CLAUDE: learned})
+    shorter = forecast(spec(), PriceBook(), {GPT: filler, CLAUDE: filler})
+    assert longer.expected.output_tokens > 1.1 * shorter.expected.output_tokens
+    # A tool turn: 2 steps that read 8,000 bytes, the first sent 1,000 tokens. The
+    # estimator counts 16 + 1,000 tokens a step, the first re-sent once: 3,048;
+    # the provider's input beyond three prompts was half that.
+    turn = TurnUse("r1", GPT, "opening", 10, 60, 10, 2, 8_000, 3 * 1_000 + 1_524, 1_000)
+    tooled = learn(UsageHistory((turn,) * 20, {"r1": spec()}), [GPT])[GPT]
+    assert tooled.expected.tool_scale == pytest.approx(0.5)
+
+
+def replayed(run: str, s: DebateSpec) -> tuple[list[Turn], list[TurnUse]]:
+    """A run's turns (rehearsal answers) and their use as a provider that counts
+    twice the estimator's tokens and serves half of each prompt from its cache."""
+    turns: list[Turn] = []
+    used: list[TurnUse] = []
+    while isinstance(step := next_step(s, turns), Batch):
+        for r in step.requests:
+            text = reply(prompt_text(r))
+            turns.append(Turn(r.key, text, r.models[0]))
+            counted = approx_tokens(prompt_text(r))
+            words, chars = len(text.split()), len(text)
+            used.append(
+                TurnUse(
+                    run,
+                    r.models[0],
+                    r.key.phase,
+                    words,
+                    chars,
+                    chars // 4,
+                    None,
+                    0,
+                    2 * counted,
+                    0,
+                    r.key.id(),
+                    counted,
+                )
+            )
+    return turns, used
+
+
+def test_the_prompts_tokenizer_and_the_cache_are_learned_from_replayed_runs() -> None:
+    runs = {f"r{i}": replayed(f"r{i}", spec(seed=f"r{i}")) for i in range(4)}
+    history = UsageHistory(
+        tuple(u for _, used in runs.values() for u in used),
+        {run: spec(seed=run) for run in runs},
+        {run: tuple(turns) for run, (turns, _) in runs.items()},
+    )
+    learned = learn(history, [GPT, CLAUDE])
+    for profile in learned.values():
+        assert profile.expected.prompt_scale == pytest.approx(2.0)
+        assert profile.expected.cache_share == pytest.approx(0.5)
+        assert profile.expected.tool_cache_share is None  # no turns with tools
+    est = forecast(spec(), PriceBook(), learned)
+    for call in est.expected.calls:
+        assert call.cached_tokens == round(call.input_tokens * 0.5)
+    plain = {
+        m: replace(p, expected=replace(p.expected, prompt_scale=None)) for m, p in learned.items()
+    }
+    unscaled = forecast(spec(), PriceBook(), plain).expected.input_tokens
+    assert est.expected.input_tokens > 1.8 * unscaled
 
 
 def test_tool_steps_and_bytes_are_learned_from_turns_with_tools() -> None:

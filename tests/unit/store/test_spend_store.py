@@ -295,6 +295,9 @@ def test_usage_history_reads_answers_and_tool_loops_of_the_mode(store: RunStore)
         other.id, Turn(TurnKey("opening", 1, "pro"), "x", "openai/a", usage=Usage(1, 1))
     )
     key = TurnKey("rebuttal", 2, "pro")
+    store.save_step(
+        run.id, key.id(), StoredStep(0, "openai/a", Exchange("", (), ()), Usage(800, 9))
+    )
     final = StoredStep(
         2,
         "openai/a",
@@ -308,10 +311,11 @@ def test_usage_history_reads_answers_and_tool_loops_of_the_mode(store: RunStore)
     store.save_turn(run.id, Turn(TurnKey("opening", 1, "con"), "y", "openai/b", usage=Usage(1, 1)))
     history = store.usage_history(installation_id=7, repo=REPO, mode="debate", models=["openai/a"])
     uses = sorted(history.turns, key=lambda u: u.phase)
-    assert [(u.phase, u.words, u.answer_tokens, u.tool_steps, u.tool_bytes) for u in uses] == [
-        ("opening", 120, 150, None, 0),
-        ("rebuttal", 2, 40, 2, 5000),
-    ]
+    assert [
+        (u.phase, u.words, u.answer_tokens, u.tool_steps, u.tool_bytes, u.first_input_tokens)
+        for u in uses
+    ] == [("opening", 120, 150, None, 0, 0), ("rebuttal", 2, 40, 2, 5000, 800)]
+    assert [u.input_tokens for u in uses] == [1, 3000]
     assert set(history.specs or {}) == {run.id}
     assert not store.usage_history(
         installation_id=7, repo=REPO, mode="critique", models=["openai/a"]
