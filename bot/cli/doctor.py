@@ -3,9 +3,7 @@ with the fix. Secrets are never shown, only whether they are set."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -18,11 +16,11 @@ from rich.console import Console
 from rich.table import Column, Table
 from rich.text import Text
 
-from bot.core.errors import BotError, ConfigError, ModelError
-from bot.core.explain import check_sqlite_folder, explain, first_line
-from bot.core.redact import redact_secrets
+from bot.cli.checks import Check, ping
+from bot.cli.doctor_agents import agent_checks
+from bot.core.errors import BotError, ConfigError
+from bot.core.explain import check_sqlite_folder, explain
 from bot.core.settings import Settings
-from bot.engine.types import ModelRequest, Prompt, TurnKey
 from bot.github.gateway import GitHubGateway
 from bot.github.manifest import load_app_manifest
 from bot.models.router import ModelRouter
@@ -30,14 +28,6 @@ from bot.store import RunStore
 
 PERMISSION_RANK = {"read": 1, "write": 2, "admin": 3}
 MAX_INSTALLATIONS = 5  # tokens fetched to prove installations are reachable
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
 
 
 def _settings_checks(settings: Settings, key: str | None, key_error: str) -> list[Check]:
@@ -212,33 +202,7 @@ async def _model_checks(settings: Settings) -> list[Check]:
 
 
 async def _model_check(router: ModelRouter, ref: str) -> Check:
-    name = f"model {ref}"
-    fix = "check the provider's key, base URL and the model's name"
-    try:
-        provider, model = router.resolve(ref)
-    except ConfigError as exc:
-        return Check(name, False, exc.public, "name it as provider/model")
-    if provider not in router.available_providers():
-        variable = f"{provider.upper()}_API_KEY"
-        return Check(name, False, f"no credentials for {provider}", f"set {variable}")
-    request = _ping_request(ref)
-    started = time.monotonic()
-    try:
-        await router.provider(provider).generate(model, request.prompt, request.max_output_tokens)
-    except ModelError as exc:
-        # e.g. "openai: cannot connect (connection refused)"; secrets already scrubbed.
-        detail = redact_secrets(first_line(str(exc)) or exc.drop_class)
-        return Check(name, False, f"{exc.drop_class}: {detail}", fix)
-    return Check(name, True, f"answered in {int((time.monotonic() - started) * 1000)} ms")
-
-
-def _ping_request(ref: str) -> ModelRequest:
-    return ModelRequest(
-        key=TurnKey(phase="frame", round=0, slot="doctor"),
-        models=(ref,),
-        prompt=Prompt(system="Answer with one word.", prefix="", suffix="Say OK."),
-        max_output_tokens=16,
-    )
+    return await ping(router, ref, name=f"model {ref}")
 
 
 async def run_checks(settings: Settings) -> list[Check]:
@@ -256,6 +220,7 @@ async def run_checks(settings: Settings) -> list[Check]:
         checks += await _github_checks(settings, manifest)
     checks += _database_checks(settings)
     checks += await _model_checks(settings)
+    checks += await agent_checks(settings)
     return checks
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -247,3 +249,30 @@ async def test_three_agents_and_an_api_persona_debate_in_parallel(
     assert {r.api for r in upstream.requests} == {"anthropic", "openai", "gemini"}
     assert max(sandboxes) == 3  # the three agents' turns of a round ran side by side
     assert processes_mentioning("run-four") == []
+
+
+def test_doctor_reports_each_configured_cli(tmp_path: Path, upstream: FakeAgentUpstream) -> None:
+    bins = agent_bins()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "COLUMNS": "200",
+        "DEBATE_BOT_DATABASE_URL": f"sqlite:///{tmp_path / 'd.db'}",
+        "DEBATE_BOT_AGENT_CODEX_BIN": bins["codex"],
+        "DEBATE_BOT_AGENT_CODEX_MODEL": "gpt-5",
+        "DEBATE_BOT_AGENT_CLAUDE_CODE_BIN": bins["claude-code"],
+        "OPENAI_API_KEY": UPSTREAM_KEY,
+        "OPENAI_BASE_URL": f"{upstream.url}/v1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "doctor"],
+        env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    lines = {line.split("│")[2].strip(): line for line in done.stdout.splitlines() if "│" in line}
+    assert "✓" in lines["agent sandbox"]
+    assert "✓" in lines["agent:codex"] and "0.171.0" in lines["agent:codex"]
+    assert "✓" in lines["agent:claude-code"] and "2.1.332" in lines["agent:claude-code"]
+    assert "✗" in lines["agent:claude-code upstream (anthropic)"]  # no key: says which to set
+    assert "ANTHROPIC_API_KEY" in lines["agent:claude-code upstream (anthropic)"]
+    assert "agent:gemini" not in lines  # not configured, not on PATH: not reported
+    assert UPSTREAM_KEY not in done.stdout + done.stderr
