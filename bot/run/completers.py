@@ -9,7 +9,7 @@ minimum), else ``AgentUnavailable`` says which and why, and no run starts.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 
@@ -57,11 +57,13 @@ async def run_models(
     metrics: Metrics | None = None,
     share: Share | None = None,
     spent_usd: float = 0.0,
+    models_beyond_spec: Sequence[str] = (),
 ) -> AsyncIterator[Completer]:
     """The run's completer; agent workspaces are removed when the block ends.
 
     ``spent_usd``: what the run has spent already (a resumed run's spend counts
-    against its cap from the first agent call)."""
+    against its cap from the first agent call). ``models_beyond_spec``: models
+    asked directly, not through the spec's seats (eval's single answers)."""
     models: Completer = plain
     if spec.tools and reader is not None:
         models = ToolLoop(
@@ -75,7 +77,7 @@ async def run_models(
             metrics=metrics,
             share=share,
         )
-    if not has_agents(spec):
+    if not has_agents(spec) and not any(is_agent(m) for m in models_beyond_spec):
         yield models
         return
     seats = AgentSeats(

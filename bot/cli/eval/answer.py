@@ -23,6 +23,8 @@ from bot.cli.eval.material import SINGLE_MAX_OUTPUT_TOKENS, is_correct, read_ans
 from bot.cli.eval.reader import case_reader
 from bot.engine.types import DebateSpec, ModelRequest, Outcome, Turn, TurnKey
 from bot.models.router import ModelRouter
+from bot.run.completers import run_models
+from bot.run.execute import Completer
 
 ABSTAIN = "ESCALATED"
 
@@ -98,20 +100,26 @@ async def _samples(job: Job, stored: list[Turn], router: ModelRouter, hooks: _Ho
         raise Stopped
     got: list[Turn] = []
 
-    async def one(i: int) -> None:
+    async def one(models: Completer, i: int) -> None:
         request = ModelRequest(
             TurnKey("opening", 1, f"sample-{i}"),
             job.config.models,
             single_prompt(job.spec, i),
             SINGLE_MAX_OUTPUT_TOKENS,
         )
-        turn = await router.complete(request)
+        turn = await models.complete(request)
         got.append(turn)
         hooks.turn(turn)
 
-    async with anyio.create_task_group() as tg:
+    async with (
+        run_models(
+            job.spec, router=router, plain=router, reader=case_reader(job.loaded),
+            run_id="eval", models_beyond_spec=job.config.models,
+        ) as models,
+        anyio.create_task_group() as tg,
+    ):  # fmt: skip
         for i in missing:
-            tg.start_soon(one, i)
+            tg.start_soon(one, models, i)
     return [*stored, *got]
 
 

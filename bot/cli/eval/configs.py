@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from bot.core.errors import ConfigError
+from bot.engine.agents import is_agent, parse_agent
 from bot.inputs.repo_config import parse_yaml_mapping
 
 Kind = Literal["single", "vote", "debate"]
@@ -60,6 +61,12 @@ class EvalConfig:
 
 def _model(ref: str, spec: str) -> str:
     ref = ref.strip()
+    if is_agent(ref):  # agent:<cli>[/<model>] (docs/agents.md)
+        try:
+            parse_agent(ref)
+        except ConfigError as exc:
+            raise ConfigError(f"configuration {spec!r}: {exc.public}") from None
+        return ref
     provider, sep, name = ref.partition("/")
     if not sep or not provider or not name or any(c.isspace() for c in ref):
         raise ConfigError(
