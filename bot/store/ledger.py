@@ -245,37 +245,21 @@ def _turn_use(
     holds the loop's evidence; the first was sent the prompt alone), another by
     its one call."""
     words, chars = len(text.split()), len(text)
+    use = TurnUse(
+        run_id, model, phase, words, chars, output_tokens, None, 0, input_tokens, 0, turn_id
+    )
+    use = replace(use, cached_tokens=cached_tokens)
     if last_step is None:
-        return TurnUse(
-            run_id,
-            model,
-            phase,
-            words,
-            chars,
-            output_tokens,
-            None,
-            0,
-            input_tokens,
-            0,
-            turn_id,
-            cached_tokens,
-        )
+        return use
     last = from_json(StoredStep, last_step)
     first = from_json(StoredStep, first_step) if first_step is not None else last
     evidence = last.evidence
-    return TurnUse(
-        run_id,
-        model,
-        phase,
-        words,
-        chars,
-        last.usage.output_tokens,
-        max(0, evidence.steps - 1) if evidence is not None else last.n,
-        evidence.bytes_read if evidence is not None else 0,
-        input_tokens,
-        first.usage.input_tokens,
-        turn_id,
-        cached_tokens,
+    return replace(
+        use,
+        answer_tokens=last.usage.output_tokens,
+        tool_steps=max(0, evidence.steps - 1) if evidence is not None else last.n,
+        tool_bytes=evidence.bytes_read if evidence is not None else 0,
+        first_input_tokens=first.usage.input_tokens,
     )
 
 

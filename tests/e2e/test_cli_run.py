@@ -49,12 +49,10 @@ def write_docs(repo: Path) -> None:
 # --- the real process ---------------------------------------------------------------------
 
 
-def test_subprocess_run(repo: Path, server: FakeModelServer) -> None:
-    write_docs(repo)
-    (repo / "plan.md").write_text(f"---\nrounds: 1\n---\n{PLAN_BODY}")
-    env = dict(os.environ)  # the fixtures' settings, as a user's shell would hold them
-    proc = subprocess.run(
-        [sys.executable, "-m", "bot", "run", "plan.md"],
+def bot_run(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`debate-bot run ARGS` as a process in ``repo`` with ``env``."""
+    return subprocess.run(
+        [sys.executable, "-m", "bot", "run", *args],
         cwd=repo,
         env=env,
         capture_output=True,
@@ -62,6 +60,13 @@ def test_subprocess_run(repo: Path, server: FakeModelServer) -> None:
         timeout=60,
         check=False,
     )
+
+
+def test_subprocess_run(repo: Path, server: FakeModelServer) -> None:
+    write_docs(repo)
+    (repo / "plan.md").write_text(f"---\nrounds: 1\n---\n{PLAN_BODY}")
+    env = dict(os.environ)  # the fixtures' settings, as a user's shell would hold them
+    proc = bot_run(repo, env, "plan.md")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert len(lines) == 1
@@ -71,15 +76,7 @@ def test_subprocess_run(repo: Path, server: FakeModelServer) -> None:
     assert server.requests
 
     (repo / "bad.md").write_bytes(b"\x00\x01")
-    proc = subprocess.run(
-        [sys.executable, "-m", "bot", "run", "bad.md"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = bot_run(repo, env, "bad.md")
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: bad.md: looks like a binary file")
     assert "Traceback" not in proc.stderr
@@ -96,19 +93,7 @@ def test_a_dry_run_needs_no_key_and_no_model(repo: Path) -> None:
         for k, v in os.environ.items()
         if not k.startswith(("OPENAI_", "ANTHROPIC_", "DEBATE_BOT_"))
     }
-
-    def dry(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "bot", "run", "q.md", "--dry-run", *args],
-            cwd=repo,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    proc = dry()
+    proc = bot_run(repo, env, "q.md", "--dry-run")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "Warning: no model is configured: planned with openai/gpt-4.1-mini" in out
@@ -118,6 +103,6 @@ def test_a_dry_run_needs_no_key_and_no_model(repo: Path) -> None:
     assert "the repository holds" in out  # tool reads bounded by the checkout
     assert "No price is known" not in out
     # A model with no price: planned all the same, and said so.
-    proc = dry("--model", "local/llama")
+    proc = bot_run(repo, env, "q.md", "--dry-run", "--model", "local/llama")
     assert proc.returncode == 0, proc.stderr
     assert "No price is known for local/llama: counted as $0 here" in proc.stdout

@@ -116,6 +116,18 @@ def debate(h: Harness, number: int, done: int, flags: str = "") -> float:
     return sum(r["cost_usd"] for r in ledger(h)) - before
 
 
+def all_at_once(h: Harness, issues: list[int], text: str, *, refused: int) -> None:
+    """``text`` on every issue at once; wait until ``refused`` of them are refused."""
+    for number in issues:
+        payload, _ = command(h, number, text)
+        h.post("issue_comment", payload)
+    h.wait_for(
+        lambda: sum(any("Not started" in b for b in replies(h, n)) for n in issues) == refused,
+        timeout=60,
+        what=f"{refused} refusals",
+    )
+
+
 def ledger(h: Harness) -> list[dict[str, Any]]:
     with sqlite3.connect(h.db_url.removeprefix("sqlite:///")) as db:
         db.row_factory = sqlite3.Row
@@ -279,14 +291,7 @@ def test_six_at_once_against_a_budget_of_two_point_two_debates_start_exactly_two
     issues = [seed_issue(h) for _ in range(6)]
     budget = round(estimate_of(h, issues[0]) * 2.2, 6)
     h.github.put_file(REPO, ".github/debate.yml", f"budget: {{per_month_usd: {budget}}}\n")
-    for number in issues:
-        payload, _ = command(h, number, "/debate")
-        h.post("issue_comment", payload)
-    h.wait_for(
-        lambda: sum(any("Not started" in b for b in replies(h, n)) for n in issues) == 4,
-        timeout=60,
-        what="four refusals",
-    )
+    all_at_once(h, issues, "/debate", refused=4)
     assert len(runs(h)) == 2
     h.wait_for(lambda: all_finished(h, 2), timeout=60, what="the two debates")
     assert sum(r["cost_usd"] for r in ledger(h)) <= budget
@@ -298,14 +303,7 @@ def _ten_at_once(h: Harness, *, count_runs: Any) -> None:
     # Room for three estimates and half a fourth's first round.
     budget = round(estimate * 3 + first_round / 2, 6)
     h.github.put_file(REPO, ".github/debate.yml", f"budget: {{per_month_usd: {budget}}}\n")
-    for number in issues:
-        payload, _ = command(h, number, "/debate --rounds 1")
-        h.post("issue_comment", payload)
-    h.wait_for(
-        lambda: sum(any("Not started" in b for b in replies(h, n)) for n in issues) == 7,
-        timeout=60,
-        what="seven refusals",
-    )
+    all_at_once(h, issues, "/debate --rounds 1", refused=7)
     assert count_runs() == 3
 
 
