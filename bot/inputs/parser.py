@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from bot.core.errors import UsageError
+from bot.core.errors import ConfigError, UsageError
 from bot.core.redact import redact_secrets
+from bot.engine.agents import CLIS, is_agent, parse_agent
 from bot.engine.types import MODES, Mode
 
 Action = Literal["debate", "review", "arbitrate", "decide", "status", "cancel", "help", "estimate"]
@@ -156,6 +157,16 @@ def _known_flag_name(token: str) -> str | None:
 
 
 def _model_ref(value: str, flag: str) -> str:
+    if is_agent(value):  # agent:<cli>[/<model>] (docs/agents.md)
+        try:
+            parse_agent(value)
+        except ConfigError:
+            raise UsageError(
+                f"`{flag}`: `{_echo(value)}` is not an agent seat; use "
+                + ", ".join(f"`agent:{c}`" for c in CLIS)
+                + ", optionally with `/<model>`"
+            ) from None
+        return value.strip()
     if "://" in value or not _MODEL_REF.fullmatch(value):
         raise UsageError(
             f"`{flag}` takes model references like `openai/gpt-4o`, not `{_echo(value)}`"
@@ -538,7 +549,8 @@ Flags:
 - `--rounds N` — number of rounds, 1 to {MAX_ROUNDS}
 - `--mode debate|critique|arbitrate|proposal` — the kind of run
 - `--personas "Atlas vs Forge"` — persona names from the repo config
-- `--models m1,m2` — model references like `openai/gpt-4o,anthropic/claude-sonnet-4`
+- `--models m1,m2` — model references like `openai/gpt-4o,anthropic/claude-sonnet-4`,
+  or agent seats like `agent:codex`
 - `--judge m` — the judge's model reference
 - `-s`, `--vote-stalemates` — unresolved proposal points go to a voter panel
 - `--alternating` — personas speak in turn instead of in parallel
