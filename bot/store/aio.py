@@ -126,6 +126,5 @@ class AsyncStore:
     installation_month_spend = _Hop(RunStore.installation_month_spend)
     spend_totals = _Hop(RunStore.spend_totals)
     spend_report = _Hop(RunStore.spend_report)
-    usage_history = _Hop(RunStore.usage_history)
     # health
     ping = _Hop(RunStore.ping)

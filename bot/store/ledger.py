@@ -131,7 +131,7 @@ class LedgerQueries(StoreBase):
         repo: str,
         mode: str,
         models: Sequence[str],
-        per_model: int = 200,
+        per_model: int = 120,
         replays: int = 8,
     ) -> UsageHistory:
         """What the latest ``per_model`` answered turns of each of ``models``
@@ -143,10 +143,11 @@ class LedgerQueries(StoreBase):
         ``replays`` runs, which the estimate replays for their prompts."""
         s, r, t = spend.c, runs.c, turns.c
         last, first = turn_steps.alias("last_step"), turn_steps.alias("first_step")
+        # The ledger's own columns (indexed with its time), the run's mode joined.
         scope = (
-            r.installation_id == installation_id
+            s.installation_id == installation_id
             if installation_id is not None
-            else (r.repo == repo)
+            else (s.repo == repo)
         )
 
         def step(alias: NamedFromClause, which: sa.ColumnElement[bool]) -> sa.ColumnElement[bool]:

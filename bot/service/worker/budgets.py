@@ -70,22 +70,23 @@ async def forecast_for(
     """The run's estimate (bot/run/estimate.py), as `/debate estimate` and
     admission both quote it: learned from this installation's runs of the
     plan's models in its mode, with tools bounded by the pinned snapshot."""
-    models = plan_models(spec)
-    history = await svc.db.usage_history(
-        installation_id=installation_id, repo=repo, mode=spec.mode, models=models
-    )
     supply: int | None = None
     if spec.tools and spec.repo_ref is not None and gh is not None:
         try:  # the run reads the same snapshot: fetched once, from the process's cache
             supply = supply_of(await svc.repos.snapshot(gh, spec.repo_ref))
         except GitHubError as exc:
             log.warning("estimate.no_snapshot", repo=repo, error=exc.code)
-    prices = svc.models.prices
+    models, store, prices = plan_models(spec), svc.store, svc.models.prices
 
-    def walk() -> Forecast:  # CPU work (the plan walked twice): off the event loop
+    def estimate() -> Forecast:
+        # Off the event loop: the history's query (tens of ms on a busy ledger),
+        # its replays and the plan walked twice are CPU and I/O.
+        history = store.usage_history(
+            installation_id=installation_id, repo=repo, mode=spec.mode, models=models
+        )
         return forecast(spec, prices, learn(history, models), supply_bytes=supply)
 
-    return await anyio.to_thread.run_sync(walk)
+    return await anyio.to_thread.run_sync(estimate)
 
 
 def budget_for(
