@@ -43,10 +43,30 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
     return out
 
 
+def stages() -> dict[str, list[tuple[str, str]]]:
+    """Each stage's instructions (its FROM first), by name ("" for unnamed ones)."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    current: list[tuple[str, str]] = []
+    for word, rest in dockerfile_instructions():
+        if word == "FROM":
+            parts = rest.split()
+            current = []
+            name = parts[2] if len(parts) == 3 and parts[1].upper() == "AS" else ""
+            found[name or f"#{len(found)}"] = current
+        current.append((word, rest))
+    return found
+
+
+def built(stage: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A stage's instructions after those of the stage it is FROM (inherited)."""
+    base = stage[0][1].split()[0]
+    parent = stages().get(base)
+    return [*built(parent), *stage[1:]] if parent is not None else stage
+
+
 def final_stage() -> list[tuple[str, str]]:
-    instructions = dockerfile_instructions()
-    last_from = max(i for i, (word, _) in enumerate(instructions) if word == "FROM")
-    return instructions[last_from:]
+    """What the default image (the last stage) is built of, inherited stages included."""
+    return built(list(stages().values())[-1])
 
 
 def dockerfile_env() -> dict[str, str]:
@@ -211,6 +231,26 @@ def test_dockerfile_runtime_contract() -> None:
         if re.search(r"KEY|SECRET|TOKEN|PASSWORD", k) and k != "DEBATE_BOT_PRIVATE_KEY_FILE"
     ]
     assert not baked, f"secrets baked into the image: {baked}"
+
+
+def test_the_agents_target_is_the_runtime_plus_the_pinned_clis_and_bubblewrap() -> None:
+    named = stages()
+    agents = named["agents"]
+    assert agents[0][1].split()[0] == "runtime"  # the same service, plus the agents
+    stage = built(agents)
+    users = [rest for word, rest in stage if word == "USER"]
+    assert users[-1].split(":")[0] not in {"root", "0"}
+    assert any(w == "RUN" and "bubblewrap" in r for w, r in agents)
+    env = {}
+    for word, rest in stage:
+        if word == "ENV":
+            env.update(item.partition("=")[::2] for item in shlex.split(rest))
+    for cli in ("CLAUDE_CODE", "CODEX", "GEMINI"):
+        assert env[f"DEBATE_BOT_AGENT_{cli}_BIN"].startswith("/opt/agents/bin/")
+    installs = " ".join(r for w, r in named["agent-clis"] if w in ("COPY", "RUN"))
+    assert "deploy/agents/package.json" in installs and "npm install" in installs
+    # The default image has no agent CLI.
+    assert not any("agent" in r for w, r in list(named.values())[-1][1:])
 
 
 def test_dockerignore_lets_the_copied_sources_in() -> None:

@@ -431,6 +431,7 @@ COMMON_SETS: dict[str, dict[str, Any]] = {
     "one replica, no PDB": {"web": {"replicas": 1, "pdb": {"enabled": False}}},
     "from setup's .env": ALL_SECRETS,
     "existing secret": {"existingSecret": "my-debate-bot"},
+    "agent seats": {"agents": {"enabled": True}},
 }
 
 
@@ -479,3 +480,29 @@ def test_the_schema_accepts_the_defaults_and_the_validator_catches_a_broken_mani
     broken = {**web, "spec": {**web["spec"], "replicas": "two"}}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(broken, KUBERNETES_VERSIONS[0], strict=True)
+
+
+def test_agent_seats_give_workers_the_agents_image_and_what_bubblewrap_needs() -> None:
+    docs = render({"agents": {"enabled": True}, "image": {"tag": "1.2.3"}})
+    deployments = {d["metadata"]["name"]: d for d in of_kind(docs, "Deployment")}
+    worker, web = deployments[f"{RELEASE}-debate-bot-worker"], deployments[f"{RELEASE}-debate-bot-web"]
+    (container,) = containers(worker)
+    assert container["image"].endswith(":1.2.3-agents")
+    sc = container["securityContext"]
+    assert sc["seccompProfile"] == {"type": "Unconfined"} and sc["procMount"] == "Unmasked"
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+    assert "ALL" in sc["capabilities"]["drop"] and not sc["capabilities"].get("add")
+    assert pod_spec(worker)["hostUsers"] is False
+    annotations = worker["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["container.apparmor.security.beta.kubernetes.io/worker"] == "unconfined"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod_spec(worker)["volumes"]}
+    assert "emptyDir" in volumes[mounts[env["DEBATE_BOT_AGENT_DIR"]]]
+    # The web tier runs no agent: locked down as ever, the default image.
+    (web_container,) = containers(web)
+    assert web_container["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert web_container["image"].endswith(":1.2.3") and "hostUsers" not in pod_spec(web)
+    # Off (the default): the workers are exactly as before.
+    plain = {d["metadata"]["name"]: d for d in of_kind(render({}), "Deployment")}
+    assert "procMount" not in containers(plain[f"{RELEASE}-debate-bot-worker"])[0]["securityContext"]

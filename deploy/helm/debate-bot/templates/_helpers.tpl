@@ -47,6 +47,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
+{{/* The workers' image: the agents variant when agent seats are on. */}}
+{{- define "debate-bot.workerImage" -}}
+{{- if .Values.agents.enabled }}
+{{- printf "%s%s" (include "debate-bot.image" .) .Values.agents.tagSuffix }}
+{{- else }}
+{{- include "debate-bot.image" . }}
+{{- end }}
+{{- end }}
+
 {{- define "debate-bot.privateKeyDir" -}}/var/run/debate-bot{{- end }}
 
 {{/* Environment of web and worker: secret settings one by one (so the
