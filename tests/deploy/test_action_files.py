@@ -3,6 +3,7 @@ schemas, and saying what the docs promise."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -87,3 +88,44 @@ def test_the_action_installs_the_locked_runtime_and_runs_the_action_command() ->
     assert script.rstrip().endswith('debate-bot" action')
     for name in action["inputs"]:  # every input reaches the bot
         assert f"inputs.{name}" in ACTION.read_text()
+
+
+def _agents_step() -> str:
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    name = "Install the agent CLIs and bubblewrap"
+    (step,) = [s for s in action["runs"]["steps"] if s.get("name") == name]
+    assert step["if"] == "inputs.agents != ''"  # nothing installed unless asked
+    return str(step["run"])
+
+
+@pytest.mark.parametrize(
+    ("asked", "expected"),
+    [
+        ("codex", {"@openai/codex"}),
+        ("claude-code, gemini", {"@anthropic-ai/claude-code", "@google/gemini-cli"}),
+    ],
+)
+def test_the_action_installs_the_asked_agents_at_their_pins(
+    tmp_path: Path, asked: str, expected: set[str]
+) -> None:
+    run = _agents_step()
+    script = run.split("<<'PY'\n", 1)[1].split("\nPY\n", 1)[0]
+    pins = ROOT / "deploy" / "agents" / "package.json"
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(pins), asked],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    deps = json.loads(done.stdout)["dependencies"]
+    pinned = json.loads(pins.read_text())["dependencies"]
+    assert set(deps) == expected and all(deps[k] == pinned[k] for k in deps)
+
+
+def test_the_action_refuses_an_unknown_agent() -> None:
+    script = _agents_step().split("<<'PY'\n", 1)[1].split("\nPY\n", 1)[0]
+    pins = ROOT / "deploy" / "agents" / "package.json"
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(pins), "cursor"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1 and "unknown CLI cursor" in done.stderr
