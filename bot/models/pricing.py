@@ -21,6 +21,7 @@ from typing import Literal
 import yaml
 
 from bot.core.errors import ConfigError
+from bot.engine.agents import UPSTREAM, is_agent, parse_agent
 from bot.engine.types import PriceBasis, Usage
 
 PER_MILLION = 1_000_000
@@ -144,10 +145,20 @@ class PriceBook:
 
     overrides: Mapping[str, Price] = field(default_factory=dict)
     unknown: UnknownPrice = None
+    # The model each agent CLI runs when its seat names none (DEBATE_BOT_AGENT_<CLI>_MODEL).
+    agent_models: Mapping[str, str] = field(default_factory=dict)
+
+    def priced_as(self, model_ref: str) -> str:
+        """The reference a model is priced under: an agent seat's calls go to its
+        upstream provider (``agent:codex/gpt-5`` is ``openai/gpt-5``)."""
+        if not is_agent(model_ref):
+            return model_ref
+        agent = parse_agent(model_ref)
+        return f"{UPSTREAM[agent.cli]}/{agent.model or self.agent_models.get(agent.cli, '')}"
 
     def lookup(self, model_ref: str) -> tuple[Price | None, PriceBasis]:
         """The price of a ``provider/model`` reference and how it was found."""
-        ref = model_ref.strip().lower()
+        ref = self.priced_as(model_ref).strip().lower()
         provider, _, name = ref.partition("/")
         if provider == "scripted":
             return FREE, "list"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from types import TracebackType
 from typing import Self, cast
 
@@ -61,7 +62,14 @@ class ModelRouter:
             _check_base_url(f"endpoint {name!r} base_url", endpoint.base_url)
         policy = RetryPolicy.from_settings(settings)
         # Every call is priced here, by the deployment's book, whatever the provider.
-        self.prices = load_price_book(settings.prices_file, settings.unknown_price)
+        self.prices = replace(
+            load_price_book(settings.prices_file, settings.unknown_price),
+            agent_models={
+                "claude-code": settings.agent_claude_code_model,
+                "codex": settings.agent_codex_model,
+                "gemini": settings.agent_gemini_model,
+            },
+        )
         # One client for every provider; timeouts are per request. The providers'
         # gates bound the calls in flight, not the connection pool (unbounded).
         # A provider's gate (bot/models/gate.py) is held per HTTP attempt, not across

@@ -70,6 +70,21 @@ AGENT_NOTE: Final = (
 FINAL_HASH: Final = "final"
 
 
+@dataclass(frozen=True)
+class TurnStats:
+    """One agent turn as measured (the log's ``agent.turn``; benchmarks/agents.py)."""
+
+    cli: str
+    ending: str
+    seconds: float  # the sandbox's whole life
+    model_seconds: float  # summed upstream time of its gateway calls
+    first_call_s: float | None  # spawn to its first gateway request
+    calls: int
+    replayed: int
+    peak_rss: int
+    waited_s: float  # for an agent slot (DEBATE_BOT_AGENT_CONCURRENCY)
+
+
 @dataclass
 class AgentSeats:
     """The agent turns of one run."""
@@ -88,6 +103,7 @@ class AgentSeats:
     _workspace: Path | None = None
     _written: Written | None = None
     _lock: anyio.Lock = field(default_factory=anyio.Lock)
+    stats: list[TurnStats] = field(default_factory=list)
 
     async def complete(self, request: ModelRequest) -> Turn:
         started = time.monotonic()
@@ -135,7 +151,10 @@ class AgentSeats:
         workspace = await self._ensure_workspace()
         token = secrets.token_urlsafe(32)
         account = TurnAccount(token, max_calls=host.max_calls, purse=self.purse)
+        asked = time.monotonic()
         async with host.slots:
+            waited = time.monotonic() - asked
+            spawned = time.monotonic()
             turn_dir = Path(tempfile.mkdtemp(prefix="turn-", dir=workspace.parent))
             # A unix socket's path is at most 107 bytes: the gateway's folder is short.
             gateway_dir = Path(tempfile.mkdtemp(prefix="dbgw-", dir=_short_tmp(turn_dir)))
@@ -169,11 +188,20 @@ class AgentSeats:
             finally:
                 await anyio.to_thread.run_sync(remove_tree, turn_dir)
                 await anyio.to_thread.run_sync(remove_tree, gateway_dir)
+        first_call = account.first_call_at
+        stats = TurnStats(
+            cli=agent.cli, ending=result.ending, seconds=result.seconds,
+            model_seconds=account.model_seconds,
+            first_call_s=None if first_call is None else first_call - spawned,
+            calls=account.calls, replayed=account.replayed, peak_rss=result.peak_rss,
+            waited_s=waited,
+        )  # fmt: skip
+        self.stats.append(stats)
         log.info(
             "agent.turn",
             seat=request.key.slot, cli=agent.cli, ending=result.ending, exit=result.exit_code,
             calls=account.calls, replayed=account.replayed, seconds=round(result.seconds, 2),
-            first_event_s=result.first_event_s, peak_rss=result.peak_rss,
+            first_call_s=stats.first_call_s, peak_rss=result.peak_rss, waited_s=round(waited, 2),
         )  # fmt: skip
         answer = spec.answer(result.stdout)
         failed = ending_error(result, agent.cli)

@@ -33,15 +33,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from bot.core.errors import ProtocolError
+from bot.engine.agents import is_agent
 from bot.engine.protocol import next_step
 from bot.engine.rehearsal import reply
-from bot.engine.tools import MAX_BYTES, MAX_STEPS, definitions
+from bot.engine.tools import MAX_BYTES, MAX_CALLS, MAX_STEPS, definitions
 from bot.engine.types import (
+    TOOL_NAMES,
     Batch,
     DebateSpec,
     ModelRequest,
     Outcome,
     Prompt,
+    ToolBudget,
     ToolName,
     Turn,
     Usage,
@@ -346,7 +349,13 @@ def _call(
     usage = Usage(input_tokens, answer_tokens, cached, cache_write_tokens=written)
     steps = 1
     share = habits.cache_share
-    if request.tools is not None:
+    if is_agent(model):  # a coding agent reads with its own tools, whatever the plan says
+        agent = _agent_request(request)
+        writes = prices.priced_as(model).partition("/")[0] in _CACHE_WRITE_PROVIDERS
+        usage = _with_cli_prompt(usage, habits, writes)
+        usage, steps = _tool_loop(agent, usage, writes, habits, supply_bytes)
+        share = habits.tool_cache_share
+    elif request.tools is not None:
         usage, steps = _tool_loop(request, usage, writes, habits, supply_bytes)
         share = habits.tool_cache_share
     if share is not None:  # as this model's calls here were served
@@ -405,6 +414,29 @@ def tool_reads(
             read = bound
             steps = min(steps, max(1.0, bound / _PRIOR_STEP_BYTES))
     return steps, read
+
+
+# What an agent CLI sends on every call beside the prompt: its own system prompt
+# and tools' definitions (measured: Claude Code's first request is ~14 KB, Codex's
+# and Gemini CLI's 10-30 KB), in estimator tokens.
+AGENT_CLI_PROMPT_TOKENS = 5_000
+
+
+def _agent_request(request: ModelRequest) -> ModelRequest:
+    """An agent turn as a tool loop within the plan's tool budget (the default
+    one when the plan offers no tools: the agent reads anyway)."""
+    if request.tools is not None:
+        return request
+    return replace(request, tools=ToolBudget(TOOL_NAMES, MAX_CALLS, MAX_BYTES, MAX_STEPS))
+
+
+def _with_cli_prompt(usage: Usage, habits: Habits, writes: bool) -> Usage:
+    extra = round(AGENT_CLI_PROMPT_TOKENS * habits.scale)
+    return replace(
+        usage,
+        input_tokens=usage.input_tokens + extra,
+        cache_write_tokens=usage.cache_write_tokens + (extra if writes else 0),
+    )
 
 
 def _tool_loop(

@@ -228,6 +228,7 @@ class FakeAgentUpstream:
         self.script: ScriptSource = script if script is not None else AgentScript()
         self.api_key = api_key  # None: no auth check
         self.usage = usage if usage is not None else Usage()
+        self.latency_s = 0.0  # before each answer: a model's time to answer
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._faults: deque[tuple[Api | None, Fault]] = deque()
@@ -479,6 +480,8 @@ class FakeAgentUpstream:
                 await self._stall(request)
                 record.status = 503
                 return _error(api, 503, "server stopping")
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
         reply = _decide(exchange, self._script_for(exchange))
         record.reply = reply
         record.status = 200

@@ -126,6 +126,7 @@ class TurnAccount:
     refused: str | None = None  # the drop class the gateway's refusal means
     upstream_status: int | None = None  # the last upstream failure (401, 429, 5xx)
     model_seconds: float = 0.0  # summed upstream time of the calls made
+    first_call_at: float | None = None  # time.monotonic() of the CLI's first call
 
     def note_model(self, model: str) -> None:
         if model not in self.models:
@@ -178,6 +179,8 @@ class Gateway:
     # -- one request -------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if self.account.first_call_at is None:
+            self.account.first_call_at = time.monotonic()
         if request.method != "POST":
             return _error(404, "not_found", "the gateway serves model calls only")
         if not self._authorized(request):
