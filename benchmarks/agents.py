@@ -52,7 +52,7 @@ def _host(agents: Path, root: Path) -> AgentHost:
         agent_codex_model=MODELS["codex"],
         agent_gemini_model=MODELS["gemini"],
         agent_dir=root,
-    )  # type: ignore[call-arg]
+    )
     return AgentHost.from_settings(settings)
 
 
