@@ -122,6 +122,7 @@ class AsyncStore:
     sync_model_limit = _Hop(RunStore.sync_model_limit)
     # spend
     run_spend = _Hop(RunStore.run_spend)
+    usage_history = _Hop(RunStore.usage_history)
     month_spend = _Hop(RunStore.month_spend)
     installation_month_spend = _Hop(RunStore.installation_month_spend)
     spend_totals = _Hop(RunStore.spend_totals)

@@ -241,7 +241,7 @@ def test_the_agents_target_is_the_runtime_plus_the_pinned_clis_and_bubblewrap() 
     users = [rest for word, rest in stage if word == "USER"]
     assert users[-1].split(":")[0] not in {"root", "0"}
     assert any(w == "RUN" and "bubblewrap" in r for w, r in agents)
-    env = {}
+    env: dict[str, str] = {}
     for word, rest in stage:
         if word == "ENV":
             env.update(item.partition("=")[::2] for item in shlex.split(rest))

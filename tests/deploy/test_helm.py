@@ -485,7 +485,8 @@ def test_the_schema_accepts_the_defaults_and_the_validator_catches_a_broken_mani
 def test_agent_seats_give_workers_the_agents_image_and_what_bubblewrap_needs() -> None:
     docs = render({"agents": {"enabled": True}, "image": {"tag": "1.2.3"}})
     deployments = {d["metadata"]["name"]: d for d in of_kind(docs, "Deployment")}
-    worker, web = deployments[f"{RELEASE}-debate-bot-worker"], deployments[f"{RELEASE}-debate-bot-web"]
+    worker = deployments[f"{RELEASE}-debate-bot-worker"]
+    web = deployments[f"{RELEASE}-debate-bot-web"]
     (container,) = containers(worker)
     assert container["image"].endswith(":1.2.3-agents")
     sc = container["securityContext"]
@@ -505,4 +506,5 @@ def test_agent_seats_give_workers_the_agents_image_and_what_bubblewrap_needs() -
     assert web_container["image"].endswith(":1.2.3") and "hostUsers" not in pod_spec(web)
     # Off (the default): the workers are exactly as before.
     plain = {d["metadata"]["name"]: d for d in of_kind(render({}), "Deployment")}
-    assert "procMount" not in containers(plain[f"{RELEASE}-debate-bot-worker"])[0]["securityContext"]
+    (plain_worker,) = containers(plain[f"{RELEASE}-debate-bot-worker"])
+    assert "procMount" not in plain_worker["securityContext"]

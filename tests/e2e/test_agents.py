@@ -205,7 +205,7 @@ async def test_three_agents_and_an_api_persona_debate_in_parallel(
         agent_codex_model=MODELS["codex"],
         agent_gemini_model=MODELS["gemini"],
         agent_dir=tmp_path,
-    )  # type: ignore[call-arg]
+    )
     personas = (
         PersonaSpec("Atlas", "scale", "agent:claude-code"),
         PersonaSpec("Forge", "ship it", "agent:codex"),

@@ -113,7 +113,7 @@ def debate(h: Harness, number: int, done: int, flags: str = "") -> float:
     before = sum(r["cost_usd"] for r in ledger(h))
     say(h, number, f"/debate {flags}".strip())
     h.wait_for(lambda: all_finished(h, done), timeout=60, what="the debate")
-    return sum(r["cost_usd"] for r in ledger(h)) - before
+    return float(sum(r["cost_usd"] for r in ledger(h)) - before)
 
 
 def all_at_once(h: Harness, issues: list[int], text: str, *, refused: int) -> None:

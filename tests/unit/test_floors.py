@@ -41,6 +41,7 @@ def test_the_project_keeps_its_contracts() -> None:
         ("bot/store/_probe.py", "import bot.service.worker.pool\n", "floors"),
         ("bot/service/web/_probe.py", "import bot.service.worker.routes\n", "the web tier"),
         ("bot/service/web/_probe.py", "import bot.engine.protocol\n", "the web tier"),
+        ("bot/cli/eval/_probe.py", "import bot.service.worker.pool\n", "eval runs"),
     ],
 )
 def test_each_contract_fails_on_a_probe(

@@ -27,7 +27,7 @@ from typing import Any
 from bot.cli.eval.cases import MAX_FILE_BYTES
 from bot.core.errors import GitHubError, TransientGitHubError
 from bot.github.gateway import InstallationClient
-from bot.service.worker.arbitration import stale_reason
+from bot.github.staleness import stale_reason
 
 MAINTAINERS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 PR_BODY_MAX = 4000

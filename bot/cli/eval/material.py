@@ -25,12 +25,12 @@ from bot.engine.types import ArbitrationContext, ContextFile, DebateSpec, Prompt
 from bot.inputs.parser import Command
 from bot.inputs.repo_config import RepoConfig
 from bot.models.oracle import Labelled
-from bot.service.worker.arbitration_context import (
+from bot.run.arbitration import (
     arbitration_config,
     arbitration_context,
     arbitration_subject,
 )
-from bot.service.worker.specs import Subject, build_spec
+from bot.run.spec import Subject, build_spec
 
 CONTEXT_FILE_MAX_BYTES = 16 * 1024
 SINGLE_MAX_OUTPUT_TOKENS = 800

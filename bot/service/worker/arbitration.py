@@ -33,14 +33,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot.core.errors import BotError, ConfigError, GitHubError, TransientGitHubError
+from bot.core.errors import BotError, ConfigError, GitHubError
 from bot.core.logs import get_logger
 from bot.engine.types import ArbitrationContext
 from bot.github.gateway import InstallationClient
 from bot.github.markers import parse_marker
+from bot.github.staleness import read_at, stale_reason
 from bot.inputs.parser import Command
 from bot.inputs.repo_config import RepoConfig
-from bot.service.worker.arbitration_context import (
+from bot.run.arbitration import (
     arbitration_config,
     arbitration_context,
     arbitration_subject,
@@ -49,7 +50,6 @@ from bot.service.worker.arbitration_context import (
 from bot.service.worker.context import Origin, load_config
 from bot.service.worker.respond import Responder, TriggerExtras
 from bot.service.worker.routes import Finished, TriggerTable
-from bot.service.worker.staleness import Span, commented_span, span_reason
 from bot.store.rows import RunRow
 from bot.store.trigger import CommandFields, QueuedComments
 
@@ -72,15 +72,6 @@ def _is_ours(comment: Mapping[str, Any], me: str) -> bool:
     return _login(comment)[0] == me
 
 
-async def _read(gh: InstallationClient, repo: str, path: str, ref: str) -> str | None:
-    """A text file at ``ref`` or None (missing, a directory, not UTF-8)."""
-    try:
-        return await gh.read_file(repo, path, ref)
-    except GitHubError as exc:
-        if isinstance(exc, TransientGitHubError):
-            raise  # transient: let the delivery or run fail visibly rather than guess
-        return None
-
 
 async def build_context(
     gh: InstallationClient, repo: str, comment: Mapping[str, Any], pr: Mapping[str, Any]
@@ -89,7 +80,7 @@ async def build_context(
     line = comment.get("line") or comment.get("original_line")
     head_sha = str((pr.get("head") or {}).get("sha") or "")
     # The base repository serves a PR's head commit even when it comes from a fork.
-    text = await _read(gh, repo, path, head_sha) if path and head_sha else None
+    text = await read_at(gh, repo, path, head_sha) if path and head_sha else None
     author, is_bot = _login(comment)
     return arbitration_context(
         concern=str(comment.get("body") or ""),
@@ -256,29 +247,6 @@ class Selection:
     eligible: list[dict[str, Any]]
     stale: list[tuple[dict[str, Any], str]]
     skipped: int  # resolved or already arbitrated
-
-
-async def stale_reason(
-    gh: InstallationClient,
-    repo: str,
-    comment: Mapping[str, Any],
-    head_sha: str,
-    files: dict[tuple[str, str], str | None],
-) -> str | None:
-    """Why the comment is stale (see the module docstring), or None when it is not."""
-    span = commented_span(comment, head_sha)
-    if not isinstance(span, Span):
-        return span
-
-    async def read(ref: str) -> str | None:
-        if (ref, span.path) not in files:
-            files[(ref, span.path)] = await _read(gh, repo, span.path, ref)
-        return files[(ref, span.path)]
-
-    before = await read(span.original)
-    if before is None or not span.lines(before):
-        return None
-    return span_reason(span, before, await read(head_sha))
 
 
 def _arbitrated_roots(comments: list[dict[str, Any]], me: str) -> set[int]:

@@ -26,10 +26,10 @@ from bot.inputs.repo_config import RepoConfig
 from bot.inputs.text import cap_subject
 from bot.repo.brief import Brief, build_brief, nothing_to_review, plan_fetches
 from bot.repo.brief.source import RepoFiles, tree_of
+from bot.run.spec import Subject
 from bot.service.worker.context import Origin
 from bot.service.worker.publish import Publisher, file_issue_once
 from bot.service.worker.respond import Responder, TriggerExtras
-from bot.service.worker.specs import Subject
 from bot.store.rows import RunRow
 from bot.store.trigger import ReviewedPlan
 

@@ -33,6 +33,7 @@ from bot.inputs.repo_config import RepoConfig
 from bot.inputs.text import cap_subject
 from bot.run.admission import Limits, Quota, quota_scope
 from bot.run.completers import seat_agents
+from bot.run.spec import Overrides, Subject, build_spec
 from bot.service.worker.budgets import (
     budget_for,
     caps_for,
@@ -42,7 +43,6 @@ from bot.service.worker.budgets import (
 )
 from bot.service.worker.context import Origin, Services, load_config
 from bot.service.worker.publish import Publisher, Thread
-from bot.service.worker.specs import Overrides, Subject, build_spec
 from bot.store import RunRow
 from bot.store.trigger import ArbitrationActions, Queued, ReviewedPlan, Trigger
 

@@ -41,12 +41,12 @@ from bot.inputs.plan import Plan, parse_plan
 from bot.inputs.repo_config import RepoConfig
 from bot.inputs.text import assemble_context, cap_subject, check_ref
 from bot.repo.snapshot import Snapshot
+from bot.run.spec import Overrides, Subject
 from bot.service.worker.context import Origin, Services, load_config
 from bot.service.worker.publish import Publisher
 from bot.service.worker.repo_review import file_findings, is_repository_scope, review_repository
 from bot.service.worker.respond import Responder, TriggerExtras
 from bot.service.worker.routes import Finished, TriggerTable
-from bot.service.worker.specs import Overrides, Subject
 from bot.store.rows import DeliveryRow, RunRow
 from bot.store.trigger import QueuedPlans, ReviewedPlan, RevisionTarget
 

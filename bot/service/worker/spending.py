@@ -14,11 +14,11 @@ from bot.core.errors import ConfigError
 from bot.github.gateway import InstallationClient
 from bot.inputs.parser import Command
 from bot.inputs.repo_config import RepoConfig
+from bot.run.spec import Subject
 from bot.service.worker.budgets import caps_for, estimate_text, forecast_for
 from bot.service.worker.context import Origin
 from bot.service.worker.respond import Responder, subject_of
 from bot.service.worker.routes import TriggerTable
-from bot.service.worker.specs import Subject
 
 
 def register(triggers: TriggerTable) -> None:

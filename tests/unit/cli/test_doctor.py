@@ -9,7 +9,8 @@ import io
 import pytest
 from pydantic import SecretStr
 
-from bot.cli.doctor import Check, _settings_checks, show
+from bot.cli.checks import Check
+from bot.cli.doctor import _settings_checks, show
 from bot.cli.terminal import make_console
 from bot.core.settings import Settings
 

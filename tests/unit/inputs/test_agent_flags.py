@@ -13,6 +13,7 @@ def test_agent_seats_in_flags() -> None:
         "/debate --models agent:codex,agent:claude-code/claude-sonnet-4-5 --judge agent:gemini Q?",
         command="/debate",
     )
+    assert cmd is not None
     assert cmd.models == ("agent:codex", "agent:claude-code/claude-sonnet-4-5")
     assert cmd.judge == "agent:gemini"
 

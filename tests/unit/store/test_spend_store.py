@@ -228,8 +228,8 @@ def test_ten_commands_at_once_never_pass_the_budget(
 # -- a budget admits what fits (issue 31) -----------------------------------------------
 
 
-def fits(estimate: float, first_round: float, **caps: float) -> Limits:
-    return Limits(budget=Budget(estimate, first_round_usd=first_round, **caps))
+def fits(estimate: float, first_round: float, **caps: float | None) -> Limits:
+    return Limits(budget=Budget(estimate, first_round_usd=first_round, **caps))  # type: ignore[arg-type]
 
 
 def test_a_run_whose_first_round_fits_starts_capped_at_what_is_left(store: RunStore) -> None:

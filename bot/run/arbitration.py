@@ -10,7 +10,7 @@ from __future__ import annotations
 from bot.engine.types import ArbitrationContext
 from bot.inputs.repo_config import RepoConfig
 from bot.inputs.text import cap_subject
-from bot.service.worker.specs import Subject
+from bot.run.spec import Subject
 
 EXCERPT_RADIUS = 40  # lines either side of the commented line
 EXCERPT_MAX_BYTES = 8 * 1024

@@ -1,4 +1,4 @@
-"""Arbitration staleness (bot/service/worker/staleness.py): whether a review comment is
+"""Arbitration staleness (bot/github/staleness.py): whether a review comment is
 still about the lines it was made on, from REST fields and two file versions."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bot.service.worker.staleness import OUTDATED, Span, commented_span, span_reason
+from bot.github.staleness import OUTDATED, Span, commented_span, span_reason
 
 HEAD = "f" * 40
 OLD = "a1b2c3d" + "0" * 33

@@ -8,6 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.core.errors import GitHubError, TransientGitHubError
+from bot.github.gateway import InstallationClient
+
 OUTDATED = "outdated: GitHub no longer shows it on the current diff"
 
 
@@ -55,3 +58,36 @@ def span_reason(span: Span, before: str, after: str | None) -> str | None:
         return None
     lines = f"line {span.end}" if span.start == span.end else f"lines {span.start}–{span.end}"
     return f"{lines} changed after the comment was made (on {span.original[:7]})"
+
+
+async def read_at(gh: InstallationClient, repo: str, path: str, ref: str) -> str | None:
+    """A text file at ``ref`` or None (missing, a directory, not UTF-8)."""
+    try:
+        return await gh.read_file(repo, path, ref)
+    except GitHubError as exc:
+        if isinstance(exc, TransientGitHubError):
+            raise  # transient: let the delivery or run fail visibly rather than guess
+        return None
+
+
+async def stale_reason(
+    gh: InstallationClient,
+    repo: str,
+    comment: Mapping[str, Any],
+    head_sha: str,
+    files: dict[tuple[str, str], str | None],
+) -> str | None:
+    """Why the comment is stale (see the module docstring), or None when it is not."""
+    span = commented_span(comment, head_sha)
+    if not isinstance(span, Span):
+        return span
+
+    async def read(ref: str) -> str | None:
+        if (ref, span.path) not in files:
+            files[(ref, span.path)] = await read_at(gh, repo, span.path, ref)
+        return files[(ref, span.path)]
+
+    before = await read(span.original)
+    if before is None or not span.lines(before):
+        return None
+    return span_reason(span, before, await read(head_sha))
