@@ -22,6 +22,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from bot.core.errors import BotError, ConfigError, StoreError
 from bot.core.redact import redact_known, redact_secrets
+from bot.core.settings import Settings
 
 SETUP_ERROR = 2  # a wrong setup or input: fix it and run again
 FAILURE = 1  # the setup is right; something failed on the way (a service, a run)
@@ -175,8 +176,6 @@ def explain(exc: BaseException, *, database_url: str = "") -> Explained:
 
 def settings_variable(field: str) -> str:
     """The environment variable of a ``Settings`` field, e.g. app_id → DEBATE_BOT_APP_ID."""
-    from bot.core.settings import Settings
-
     info = Settings.model_fields.get(field)
     alias = info.validation_alias if info is not None else None
     if alias is not None and hasattr(alias, "choices"):

@@ -16,14 +16,12 @@ reservation is settled to the real spend.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.selectable import NamedFromClause
 
@@ -42,6 +40,7 @@ from bot.store.rows import (
     UsageHistory,
 )
 from bot.store.schema import ACTIVE_RUN_STATES, runs, spend, turn_steps, turns
+from bot.store.turns import turn_from_row
 
 # Held to the end of create_run's transaction: one admission at a time per
 # repository (and per installation when its budget applies). The two-key form
@@ -176,7 +175,6 @@ class LedgerQueries(StoreBase):
             .order_by(s.created_at.desc(), s.turn_id)
             .limit(per_model)
         )
-        from bot.store.turns import turn_from_row  # turns imports this module (record_spend)
 
         used: list[TurnUse] = []
         with self._read("usage_history") as conn:
@@ -287,63 +285,6 @@ def _month_sums(
         )
     ).scalar_one()
     return float(spent), float(held)
-
-
-def record_spend(conn: Connection, run_id: str, turn: Turn, at: datetime) -> None:
-    """The ledger row of a newly stored turn, in ``save_turn``'s transaction
-    (repository and installation read from the run in the same statement)."""
-    usage = turn.usage
-    if turn.status != "ok" and not (usage.input_tokens or usage.output_tokens):
-        return  # a dropped call: nothing was billed
-    conn.execute(
-        _spend_insert(conn.dialect.name),
-        {
-            "s_run_id": run_id,
-            "s_turn_id": turn.key.id(),
-            "s_model": turn.model,
-            "s_input_tokens": usage.input_tokens,
-            "s_cached_tokens": usage.cached_tokens,
-            "s_cache_write_tokens": usage.cache_write_tokens,
-            "s_output_tokens": usage.output_tokens,
-            "s_cost_usd": usage.cost_usd,
-            "s_price_basis": usage.price_basis,
-            "s_created_at": at,
-        },
-    )
-
-
-@functools.cache
-def _spend_insert(dialect: str) -> sa.Executable:
-    """record_spend's statement, built once per dialect: a ledger row is written
-    for every model call, and building (and cache-keying) it each time cost more
-    than running it. Its parameters are the ``spend`` columns' names with ``s_``."""
-
-    def given(name: str) -> sa.BindParameter[Any]:
-        return sa.bindparam(f"s_{name}", type_=spend.c[name].type)
-
-    run_id = given("run_id")
-    values: dict[str, sa.ColumnElement[Any]] = {"run_id": run_id, "turn_id": given("turn_id")}
-    values |= {"repo": runs.c.repo, "installation_id": runs.c.installation_id}
-    values |= {
-        name: given(name)
-        for name in (
-            "model",
-            "input_tokens",
-            "cached_tokens",
-            "cache_write_tokens",
-            "output_tokens",
-            "cost_usd",
-            "price_basis",
-            "created_at",
-        )
-    }
-    source = sa.select(*values.values()).where(runs.c.id == run_id)
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    return (
-        insert(spend)
-        .from_select(list(values), source)
-        .on_conflict_do_nothing(index_elements=[spend.c.run_id, spend.c.turn_id])
-    )
 
 
 def admit(

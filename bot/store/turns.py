@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 
 from bot.core.errors import RunNotFound
 from bot.engine.types import DropClass, Phase, Turn, TurnKey, TurnStatus, Usage
 from bot.store.base import StoreBase
-from bot.store.ledger import record_spend
 from bot.store.rows import (
     RunControl,
     SavedTurn,
 )
-from bot.store.schema import (
-    runs,
-    turns,
-)
+from bot.store.schema import runs, spend, turns
 
 # Read when a run is driven and when it ends: built once.
 _LOAD_TURNS = (
@@ -141,4 +140,61 @@ def turn_from_row(row: Mapping[Any, Any]) -> Turn:
         status=cast(TurnStatus, row["status"]),
         drop_class=cast(DropClass | None, row["drop_class"]),
         truncated=bool(row["truncated"]),
+    )
+
+
+def record_spend(conn: Connection, run_id: str, turn: Turn, at: datetime) -> None:
+    """The ledger row of a newly stored turn, in ``save_turn``'s transaction
+    (repository and installation read from the run in the same statement)."""
+    usage = turn.usage
+    if turn.status != "ok" and not (usage.input_tokens or usage.output_tokens):
+        return  # a dropped call: nothing was billed
+    conn.execute(
+        _spend_insert(conn.dialect.name),
+        {
+            "s_run_id": run_id,
+            "s_turn_id": turn.key.id(),
+            "s_model": turn.model,
+            "s_input_tokens": usage.input_tokens,
+            "s_cached_tokens": usage.cached_tokens,
+            "s_cache_write_tokens": usage.cache_write_tokens,
+            "s_output_tokens": usage.output_tokens,
+            "s_cost_usd": usage.cost_usd,
+            "s_price_basis": usage.price_basis,
+            "s_created_at": at,
+        },
+    )
+
+
+@functools.cache
+def _spend_insert(dialect: str) -> sa.Executable:
+    """record_spend's statement, built once per dialect: a ledger row is written
+    for every model call, and building (and cache-keying) it each time cost more
+    than running it. Its parameters are the ``spend`` columns' names with ``s_``."""
+
+    def given(name: str) -> sa.BindParameter[Any]:
+        return sa.bindparam(f"s_{name}", type_=spend.c[name].type)
+
+    run_id = given("run_id")
+    values: dict[str, sa.ColumnElement[Any]] = {"run_id": run_id, "turn_id": given("turn_id")}
+    values |= {"repo": runs.c.repo, "installation_id": runs.c.installation_id}
+    values |= {
+        name: given(name)
+        for name in (
+            "model",
+            "input_tokens",
+            "cached_tokens",
+            "cache_write_tokens",
+            "output_tokens",
+            "cost_usd",
+            "price_basis",
+            "created_at",
+        )
+    }
+    source = sa.select(*values.values()).where(runs.c.id == run_id)
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return (
+        insert(spend)
+        .from_select(list(values), source)
+        .on_conflict_do_nothing(index_elements=[spend.c.run_id, spend.c.turn_id])
     )
