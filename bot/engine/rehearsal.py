@@ -20,7 +20,7 @@ from typing import cast
 
 from bot.engine.prompts import TASK_HEADER
 from bot.engine.stances import stances_verdict
-from bot.engine.types import Stance
+from bot.engine.types import PERSONA_PHASES, Stance
 
 MARK = "(scripted rehearsal)"
 
@@ -63,7 +63,7 @@ def reply(prompt_text: str) -> str:
         return _classify(prompt_text)
     if task in ("extract-issues", "extract-points"):
         return _extract(prompt_text, task, _int(fields.get("MAX"), 8))
-    if task in ("opening", "rebuttal", "counter"):
+    if task in PERSONA_PHASES:
         return _persona(prompt_text, task, fields)
     if task == "vote":
         return _vote(fields)

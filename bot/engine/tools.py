@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from bot.engine.types import TOOL_NAMES, DebateSpec, Phase, ToolBudget, ToolName
+from bot.engine.types import PERSONA_PHASES, TOOL_NAMES, DebateSpec, Phase, ToolBudget, ToolName
 
 MAX_CALLS: Final = 10
 MAX_BYTES: Final = 48_000
@@ -32,7 +32,7 @@ MAX_STEPS: Final = 6
 
 # Phases whose requests get tools: the personas' rounds and the synthesis. The
 # frame (classify, extract points) and the voters answer from the prompt alone.
-TOOL_PHASES: Final[frozenset[Phase]] = frozenset({"opening", "rebuttal", "counter", "synthesis"})
+TOOL_PHASES: Final[frozenset[Phase]] = PERSONA_PHASES | {"synthesis"}
 
 
 def budget_for(spec: DebateSpec, phase: Phase) -> ToolBudget | None:

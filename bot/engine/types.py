@@ -21,6 +21,8 @@ SubjectKind = Literal["plan", "repository"]
 Severity = Literal["critical", "major", "minor"]
 SEVERITIES: Final[tuple[Severity, ...]] = ("critical", "major", "minor")
 Phase = Literal["frame", "opening", "rebuttal", "counter", "vote", "synthesis"]
+# The phases in which personas speak: a round's turns (the rest are the judge's).
+PERSONA_PHASES: Final[frozenset[Phase]] = frozenset({"opening", "rebuttal", "counter"})
 DropClass = Literal[
     "timeout",
     "rate_limited",

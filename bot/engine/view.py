@@ -16,7 +16,7 @@ from typing import Any, Literal
 from bot.engine.personas import Classification
 from bot.engine.routing import Routing, base_models, judge_models, single_vendor
 from bot.engine.stances import StanceEntry
-from bot.engine.types import Batch, DebateSpec, Decision, Phase, Turn
+from bot.engine.types import PERSONA_PHASES, Batch, DebateSpec, Decision, Phase, Turn
 
 Labels = tuple[tuple[str, str], ...]  # (label, holder seat name), label order
 
@@ -147,7 +147,7 @@ class RunView:
             if (
                 t.key.slot == name
                 and t.status == "ok"
-                and t.key.phase in ("opening", "rebuttal", "counter")
+                and t.key.phase in PERSONA_PHASES
                 and (tier is None or t.key.tier == tier)
             ):
                 return t

@@ -36,11 +36,18 @@ class Account(_Model):
 
     @property
     def is_bot(self) -> bool:
-        return self.type == "Bot" or self.login.endswith("[bot]")
+        return is_bot(self.type, self.login)
 
 
 class InstallationRef(_Model):
     id: int
+
+
+def is_bot(kind: object, login: object) -> bool:
+    """Whether an account is a bot: GitHub's ``type`` says so, or its login has
+    the ``[bot]`` suffix GitHub reserves for apps (an app's comments and the
+    Actions token). The one rule for senders and comment authors alike."""
+    return kind == "Bot" or str(login or "").endswith("[bot]")
 
 
 class Repository(_Model):

@@ -12,9 +12,9 @@ from pydantic import BaseModel, ValidationError
 from bot.core.errors import ConfigError
 from bot.core.yamllines import located_errors
 from bot.inputs.plan import PlanFrontmatter, parse_plan, split_frontmatter
-from bot.inputs.repo_config import RepoConfig, parse_yaml_mapping
+from bot.inputs.repo_config import CONFIG_PATH, RepoConfig, parse_yaml_mapping
 
-REPO_CONFIG = Path(".github/debate.yml")
+REPO_CONFIG = Path(CONFIG_PATH)
 DEFAULT_PLAN = Path(".github/debate.md")
 
 

@@ -3,7 +3,7 @@ errors by line (shared with plan frontmatter and eval case files)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -13,6 +13,9 @@ from bot.core.yamllines import located_errors
 from bot.engine.types import Mode, TurnOrder
 
 Permission = Literal["read", "triage", "write", "maintain", "admin"]
+# Where a repository keeps its config (its default branch; the org's `.github`
+# repository as the fallback).
+CONFIG_PATH: Final = ".github/debate.yml"
 
 
 class PersonaConfig(BaseModel):
@@ -122,7 +125,7 @@ def format_validation_error(exc: ValidationError, *, source: str, text: str | No
     return f"{source}: " + "; ".join(located_errors(exc, text))
 
 
-def load_repo_config(text: str | None, *, source: str = ".github/debate.yml") -> RepoConfig:
+def load_repo_config(text: str | None, *, source: str = CONFIG_PATH) -> RepoConfig:
     if text is None:
         return RepoConfig()
     data = parse_yaml_mapping(text, source=source)

@@ -32,7 +32,7 @@ from typing import Literal
 
 from bot.core.errors import ConfigError, ModelError
 from bot.engine.prompts import TASK_HEADER
-from bot.engine.types import Prompt, Usage
+from bot.engine.types import PERSONA_PHASES, Prompt, Usage
 from bot.models.base import Completion, approx_tokens
 
 PREFIX = "oracle:"
@@ -146,7 +146,7 @@ def reply(case: Labelled, model_ref: str, p: float, prompt_text: str) -> str | N
         said = belief(case, model_ref, f"sample-{f.get('SAMPLE', '1')}", p)
         label = "VERDICT" if case.kind == "arbitrate" else "ANSWER"
         return f"{mark}\n{label}: {said}\n"
-    if task in ("opening", "rebuttal", "counter"):
+    if task in PERSONA_PHASES:
         name = f.get("PERSONA", "persona")
         said = belief(case, model_ref, name, p)
         if mode == "arbitrate":

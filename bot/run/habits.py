@@ -38,7 +38,7 @@ from bot.core.errors import ProtocolError
 from bot.engine.prompts import word_budget
 from bot.engine.protocol import next_step
 from bot.engine.tools import MAX_BYTES, MAX_STEPS
-from bot.engine.types import Batch, DebateSpec, Turn
+from bot.engine.types import PERSONA_PHASES, Batch, DebateSpec, Turn
 from bot.models.base import approx_tokens
 from bot.run.estimate import (
     CALL_TOKENS,
@@ -55,7 +55,6 @@ MIN_TURNS = 20
 # Prompts replayed behind the prompt scale (besides MIN_TURNS of history).
 MIN_PROMPTS = 5
 HIGH_QUANTILE = 0.9
-_PERSONA_PHASES = frozenset({"opening", "rebuttal", "counter"})
 # An answer shorter than this says little about the tokenizer.
 _MIN_SCALE_CHARS = 200
 # Answers past their limit are cut at the output cap; a fill past this is noise.
@@ -81,7 +80,7 @@ def _profile(uses: Sequence[TurnUse], history: UsageHistory, fallback: Profile) 
     fills = [
         min(_MAX_FILL, u.words / word_budget(specs[u.run_id]))
         for u in uses
-        if u.phase in _PERSONA_PHASES and u.run_id in specs
+        if u.phase in PERSONA_PHASES and u.run_id in specs
     ]
     scales = [
         u.answer_tokens / (u.chars / CHARS_PER_TOKEN)
@@ -89,7 +88,7 @@ def _profile(uses: Sequence[TurnUse], history: UsageHistory, fallback: Profile) 
         if u.chars >= _MIN_SCALE_CHARS and u.answer_tokens > 0
     ]
     word_chars = [
-        u.chars / u.words for u in uses if u.phase in _PERSONA_PHASES and u.words >= _MIN_WORDS
+        u.chars / u.words for u in uses if u.phase in PERSONA_PHASES and u.words >= _MIN_WORDS
     ]
     tooled = [u for u in uses if u.tool_steps is not None]
     tool_scales = [x for x in map(_tool_scale, tooled) if x is not None]

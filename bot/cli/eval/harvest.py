@@ -26,6 +26,7 @@ from typing import Any
 
 from bot.cli.eval.cases import MAX_FILE_BYTES
 from bot.core.errors import GitHubError, TransientGitHubError
+from bot.github.events import is_bot
 from bot.github.gateway import InstallationClient
 from bot.github.staleness import stale_reason
 
@@ -46,7 +47,7 @@ class Harvest:
 
 def _is_bot(user: Mapping[str, Any] | None) -> bool:
     user = user or {}
-    return user.get("type") == "Bot" or str(user.get("login") or "").endswith("[bot]")
+    return is_bot(user.get("type"), user.get("login"))
 
 
 def _by_bot(comment: Mapping[str, Any], bots: frozenset[str] | None) -> bool:

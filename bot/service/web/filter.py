@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.github.events import is_bot
+
 
 @dataclass(frozen=True)
 class EventTriggers:
@@ -52,7 +54,8 @@ class DeliveryFilter:
         config (None: store it). Defensive about types: nothing is validated yet."""
         if not self.accepts(event, payload.get("action")):
             return "event"
-        if _obj(payload, "sender").get("type") == "Bot":
+        sender = _obj(payload, "sender")
+        if is_bot(sender.get("type"), sender.get("login")):
             return "bot sender"
         if (holder := self.command_in(event)) is not None:
             body = _obj(payload, holder).get("body")

@@ -36,6 +36,7 @@ from typing import Any
 from bot.core.errors import BotError, ConfigError, GitHubError
 from bot.core.logs import get_logger
 from bot.engine.types import ArbitrationContext
+from bot.github.events import is_bot
 from bot.github.gateway import InstallationClient
 from bot.github.markers import parse_marker
 from bot.github.staleness import read_at, stale_reason
@@ -64,7 +65,7 @@ MAX_BOTS_QUEUE = 20  # comments arbitrated per `--bots` command
 def _login(comment: Mapping[str, Any]) -> tuple[str, bool]:
     user = comment.get("user") or {}
     login = str(user.get("login") or "ghost")
-    return login, user.get("type") == "Bot" or login.endswith("[bot]")
+    return login, is_bot(user.get("type"), login)
 
 
 def _is_ours(comment: Mapping[str, Any], me: str) -> bool:

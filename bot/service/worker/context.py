@@ -21,7 +21,7 @@ from bot.github.events import (
     PullRequestReviewCommentEvent,
 )
 from bot.github.gateway import GitHubGateway, InstallationClient
-from bot.inputs.repo_config import RepoConfig, load_repo_config
+from bot.inputs.repo_config import CONFIG_PATH, RepoConfig, load_repo_config
 from bot.models.router import ModelRouter
 from bot.repo.cache import SnapshotCache
 from bot.repo.github import GitHubReader, html_url
@@ -29,8 +29,6 @@ from bot.service.worker.publish import Thread
 from bot.store import RunStore
 from bot.store.aio import AsyncStore
 from bot.store.rows import RunRow
-
-CONFIG_PATH = ".github/debate.yml"
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from bot.core.logs import get_logger
 from bot.engine.render import render_rounds
-from bot.engine.types import Batch, DebateSpec, ModelRequest, Outcome, Turn
+from bot.engine.types import PERSONA_PHASES, Batch, DebateSpec, ModelRequest, Outcome, Turn
 from bot.github.gateway import InstallationClient
 from bot.github.pacing import writer_since
 from bot.models.fair import Share
@@ -27,7 +27,6 @@ from bot.store.rows import RunControl, RunRow
 
 log = get_logger(__name__)
 
-PERSONA_PHASES = frozenset({"opening", "rebuttal", "counter"})
 
 
 class LeaseLost(Exception):

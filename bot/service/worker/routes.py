@@ -196,7 +196,7 @@ class TriggerTable:
             if route.model not in parsed:
                 parsed[route.model] = parse_payload(route.model, row.payload.encode())
             event = parsed[route.model]
-            if event.sender is not None and event.sender.type == "Bot":
+            if event.sender is not None and event.sender.is_bot:
                 return "ignored"
             if not (active or route.about_installation):
                 return "ignored"
