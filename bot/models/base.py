@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Protocol, get_args
+from typing import Protocol, cast, get_args
 
 from bot.core.errors import ModelError
 from bot.engine.prompts import fence
@@ -15,6 +15,12 @@ from bot.engine.types import DropClass, Exchange, Prompt, ToolCall, ToolName, To
 __all__ = ["Exchange", "ToolCall", "ToolResult"]  # tool-loop records, defined in the engine
 
 DROP_CLASSES: frozenset[str] = frozenset(get_args(DropClass))
+
+
+def drop_class_of(value: str, default: DropClass = "provider_error") -> DropClass:
+    """A failure's class as a dropped turn records it: one of the stable classes,
+    else ``default`` (a provider's own words never become a class)."""
+    return cast(DropClass, value) if value in DROP_CLASSES else default
 
 
 @dataclass(frozen=True)

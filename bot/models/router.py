@@ -28,7 +28,7 @@ from bot.engine.types import DropClass, ModelRequest, Turn, Usage
 from bot.models.agents.gateway import Upstream
 from bot.models.agents.host import AgentHost
 from bot.models.anthropic import AnthropicProvider
-from bot.models.base import DROP_CLASSES, Provider, Route, ToolProvider, prompt_tokens
+from bot.models.base import Provider, Route, ToolProvider, drop_class_of, prompt_tokens
 from bot.models.fair import Share, calling
 from bot.models.gate import EndpointGate, SharedLimits
 from bot.models.http import HttpProvider
@@ -287,7 +287,7 @@ class ModelRouter:
                         model, request.prompt, request.max_output_tokens
                     )
             except ModelError as exc:
-                last_class = _drop_class(exc.drop_class)
+                last_class = drop_class_of(exc.drop_class)
                 log.warning(
                     "model call failed",
                     model=ref,
@@ -391,5 +391,3 @@ def _secret(value: SecretStr | None) -> str | None:
     return value.get_secret_value() or None if value is not None else None
 
 
-def _drop_class(value: str) -> DropClass:
-    return cast(DropClass, value) if value in DROP_CLASSES else "provider_error"

@@ -49,6 +49,7 @@ from bot.models.agents.gateway import (
 )
 from bot.models.agents.host import AgentHost
 from bot.models.agents.sandbox import SOCKET_NAME, ending_error, run_sandboxed
+from bot.models.base import drop_class_of
 from bot.models.fair import Share
 from bot.repo.snapshot import Snapshot
 from bot.repo.workspace import Written, remove_tree, write_workspace
@@ -338,11 +339,7 @@ def _why(account: TurnAccount, stderr: bytes) -> DropClass:
 
 
 def _drop_class(value: str) -> DropClass:
-    known: tuple[DropClass, ...] = (
-        "agent_missing", "agent_sandbox", "agent_timeout", "agent_auth", "agent_quota",
-        "agent_protocol", "agent_budget",
-    )  # fmt: skip
-    return next((k for k in known if k == value), "agent_protocol")
+    return drop_class_of(value, default="agent_protocol")
 
 
 def _sum(steps: list[StoredStep]) -> Usage:

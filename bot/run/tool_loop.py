@@ -31,7 +31,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, Protocol, cast
+from typing import Any, Final, Protocol
 
 import anyio
 
@@ -52,10 +52,10 @@ from bot.engine.types import (
     Usage,
 )
 from bot.models.base import (
-    DROP_CLASSES,
     Conversation,
     Route,
     add_usage,
+    drop_class_of,
     prompt_tokens,
     trim_history,
 )
@@ -421,7 +421,7 @@ class _Failed:
 
 
 def drop_class(exc: ModelError) -> DropClass:
-    return cast(DropClass, exc.drop_class) if exc.drop_class in DROP_CLASSES else "provider_error"
+    return drop_class_of(exc.drop_class)
 
 
 def _sum(steps: Sequence[StoredStep]) -> Usage:
