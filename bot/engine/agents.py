@@ -9,6 +9,7 @@ refusal, never a quiet substitute.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
@@ -17,6 +18,8 @@ from bot.core.errors import ConfigError
 Cli = Literal["claude-code", "codex", "gemini"]
 CLIS: Final[tuple[Cli, ...]] = get_args(Cli)
 PREFIX: Final = "agent:"
+# A model name as it goes onto a CLI's command line (`--model=NAME`).
+_MODEL: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 # The provider each CLI's calls go to (and are priced under in the ledger).
 UPSTREAM: Final[dict[Cli, str]] = {
     "claude-code": "anthropic",
@@ -53,8 +56,11 @@ def parse_agent(ref: str) -> AgentRef:
             f"agent reference {ref.strip()!r} names no supported CLI "
             f"(use agent:{', agent:'.join(CLIS)}, optionally /<model>)"
         )
-    if "/" in model or model != model.strip():
-        raise ConfigError(f"agent reference {ref.strip()!r}: the model is one name, no '/'")
+    if model and not _MODEL.fullmatch(model):
+        raise ConfigError(
+            f"agent reference {ref.strip()!r}: the model is one name of letters, digits, "
+            "'.', '_', ':' or '-', not starting with '-'"
+        )
     return AgentRef(cli, model)
 
 

@@ -116,13 +116,21 @@ class Route:
     charge: Callable[[Usage], Usage] = lambda usage: usage
 
 
+_BASIS_RANK = {"list": 0, "assumed": 1, "unknown": 2}
+
+
 def add_usage(a: Usage, b: Usage) -> Usage:
+    """Two calls' usage summed; priced on the weaker basis of the two (a sum with
+    an unpriced call in it is not a listed price)."""
+    basis = max(a.price_basis, b.price_basis, key=lambda x: _BASIS_RANK.get(x, 2))
     return Usage(
         input_tokens=a.input_tokens + b.input_tokens,
         output_tokens=a.output_tokens + b.output_tokens,
         cached_tokens=a.cached_tokens + b.cached_tokens,
         latency_ms=a.latency_ms + b.latency_ms,
         cost_usd=a.cost_usd + b.cost_usd,
+        cache_write_tokens=a.cache_write_tokens + b.cache_write_tokens,
+        price_basis=basis,
     )
 
 

@@ -109,8 +109,15 @@ class AgentSeats:
     async def complete(self, request: ModelRequest) -> Turn:
         started = time.monotonic()
         ref = request.models[0] if request.models else ""
+        spent = Usage()  # what a dropped turn's calls cost: in the ledger all the same
+        drop: DropClass
         try:
             return await self._turn(request, ref)
+        except _Spent as exc:
+            spent = exc.usage
+            drop = _drop_class(exc.error.drop_class)
+            log.warning("agent.dropped", seat=request.key.slot, model=ref, drop_class=drop,
+                        error=str(exc.error)[:300])  # fmt: skip
         except ModelError as exc:
             drop = _drop_class(exc.drop_class)
             log.warning("agent.dropped", seat=request.key.slot, model=ref, drop_class=drop,
@@ -118,18 +125,22 @@ class AgentSeats:
         except AgentUnavailable as exc:
             drop = "agent_sandbox" if exc.cause == "sandbox" else "agent_missing"
             log.warning("agent.unavailable", seat=request.key.slot, model=ref, error=str(exc))
+        except OSError as exc:  # a full disk, bwrap gone: this seat's turn, not the run
+            drop = "agent_sandbox"
+            log.warning("agent.os_error", seat=request.key.slot, model=ref,
+                        error=f"{type(exc).__name__}: {exc.strerror}")  # fmt: skip
         return Turn(
             key=request.key,
             text="",
             model=ref,
-            usage=Usage(latency_ms=int((time.monotonic() - started) * 1000)),
+            usage=replace(spent, latency_ms=int((time.monotonic() - started) * 1000)),
             status="dropped",
             drop_class=drop,
         )
 
     async def close(self) -> None:
         if self._workspace is not None:
-            await anyio.to_thread.run_sync(remove_tree, self._workspace.parent)
+            await _remove(self._workspace.parent)
             self._workspace = None
 
     # -- one turn --------------------------------------------------------------------
@@ -156,10 +167,11 @@ class AgentSeats:
         async with host.slots:
             waited = time.monotonic() - asked
             spawned = time.monotonic()
-            turn_dir = Path(tempfile.mkdtemp(prefix="turn-", dir=workspace.parent))
-            # A unix socket's path is at most 107 bytes: the gateway's folder is short.
-            gateway_dir = Path(tempfile.mkdtemp(prefix="dbgw-", dir=_short_tmp(turn_dir)))
+            turn_dir = gateway_dir = None
             try:
+                turn_dir = Path(tempfile.mkdtemp(prefix="turn-", dir=workspace.parent))
+                # A unix socket's path is at most 107 bytes: the gateway's folder is short.
+                gateway_dir = Path(tempfile.mkdtemp(prefix="dbgw-", dir=_short_tmp(turn_dir)))
                 for sub in ("home", "tmp", "home/.codex"):
                     (turn_dir / sub).mkdir(parents=True, exist_ok=True)
                 (turn_dir / "workspace").symlink_to(workspace)
@@ -185,10 +197,12 @@ class AgentSeats:
                         turn_dir=turn_dir,
                         gateway_dir=gateway_dir,
                         limits=host.limits,
+                        active_at=lambda: gateway.last_activity,
                     )
             finally:
-                await anyio.to_thread.run_sync(remove_tree, turn_dir)
-                await anyio.to_thread.run_sync(remove_tree, gateway_dir)
+                for folder in (turn_dir, gateway_dir):
+                    if folder is not None:
+                        await _remove(folder)
         first_call = account.first_call_at
         stats = TurnStats(
             cli=agent.cli, ending=result.ending, seconds=result.seconds,
@@ -208,13 +222,13 @@ class AgentSeats:
         failed = ending_error(result, agent.cli)
         if answer.text.strip() and failed is None:
             return await self._finish(request, ref, answer.text, account)
-        if failed is not None:
-            raise failed
-        raise ModelError(
-            f"{ref}: no answer ({answer.error}; exit {result.exit_code}): "
-            f"{result.stderr[-300:].decode(errors='replace')}",
-            drop_class=_why(account, result.stderr),
-        )
+        if failed is None:
+            failed = ModelError(
+                f"{ref}: no answer ({answer.error}; exit {result.exit_code}): "
+                f"{result.stderr[-300:].decode(errors='replace')}",
+                drop_class=_why(account, result.stderr),
+            )
+        raise _Spent(failed, account.usage)
 
     async def _finish(
         self, request: ModelRequest, ref: str, text: str, account: TurnAccount
@@ -315,6 +329,21 @@ class _TurnCalls:
             content_type=call.content_type,
         )
         await self.seats._save(self.turn_id, step)
+
+
+class _Spent(Exception):
+    """A turn that failed after its calls were paid: their usage goes with it."""
+
+    def __init__(self, error: ModelError, usage: Usage) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.usage = usage
+
+
+async def _remove(folder: Path) -> None:
+    """A turn's or run's folder removed even when the run is being cancelled."""
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(remove_tree, folder)
 
 
 def _short_tmp(near: Path) -> str:

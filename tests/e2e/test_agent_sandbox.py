@@ -190,3 +190,20 @@ async def test_a_hung_process_and_its_children_are_killed_at_the_timeout(
     assert result.ending == "idle" and result.first_event_s is not None
     assert processes_mentioning(str(turn)) == []
     assert processes_mentioning("sleep 300") == []
+
+
+async def test_a_long_output_line_is_read_whole(tmp_path: Path, sandbox: Sandbox) -> None:
+    """A CLI's event line can be long (a file it read): it is read whole."""
+    turn, gateway = _turn_dir(tmp_path)
+    script = "print('x' * 300_000); print('{\"type\": \"result\"}')"
+    python = python_for_sandbox()
+    command = Command((python, "-c", script), {"PATH": "/usr/bin:/bin"}, Path(python).parent)
+    try:
+        result = await run_sandboxed(
+            sandbox, command, turn_dir=turn, gateway_dir=gateway, limits=Limits(wall_s=30)
+        )
+    finally:
+        gateway.rmdir()
+    assert result.ending == "exited"
+    lines = result.stdout.splitlines()
+    assert len(lines[0]) == 300_000 and lines[1] == b'{"type": "result"}'

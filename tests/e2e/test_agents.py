@@ -158,6 +158,8 @@ async def test_the_runs_cap_reached_mid_turn_ends_the_seat(
     assert (turn.status, turn.drop_class) == ("dropped", "agent_budget")
     assert len(upstream.requests) == 1  # nothing upstream once the cap was reached
     assert purse.spent_usd > 1e-6
+    # The dropped turn carries what its call cost: the ledger and the cap see it.
+    assert turn.usage.cost_usd == purse.spent_usd and turn.usage.input_tokens > 0
 
 
 async def test_an_agents_shell_changes_nothing_reaches_nothing_and_sees_no_secret(

@@ -93,7 +93,7 @@ class ClaudeCode(CliSpec):
             "--permission-mode", "dontAsk",
         ]  # fmt: skip
         if model:
-            argv += ["--model", model]
+            argv.append(f"--model={model}")
         env = {
             **QUIET,
             "PATH": _path_env(found),
@@ -139,7 +139,7 @@ class Codex(CliSpec):
             "-c", "mcp_servers={}",
         ]  # fmt: skip
         if model:
-            argv += ["-m", model]
+            argv.append(f"--model={model}")
         argv.append("-")  # the prompt from standard input
         env = {
             **QUIET,
@@ -198,7 +198,7 @@ class Gemini(CliSpec):
             "--prompt", "Do the task given above.",
         ]  # fmt: skip
         if model:
-            argv += ["--model", model]
+            argv.append(f"--model={model}")
         env = {
             **QUIET,
             "PATH": _path_env(found),
@@ -280,9 +280,17 @@ def _dir_path(exe: Path) -> str:
 
 
 def install_root(exe: Path) -> Path:
-    """The folder to bind for a CLI: its npm package root (``node_modules``'s
-    parent) when it lives in one, else its own folder."""
+    """The folder to bind for a CLI, read-only: its ``node_modules`` when it lives
+    in one (never that folder's parent: an `npm install --prefix ~` would bind the
+    home with it), else its own folder, which must not be a home or the root."""
     for parent in exe.parents:
         if parent.name == "node_modules":
-            return parent.parent
-    return exe.parent
+            return parent
+    folder = exe.parent
+    if folder == Path("/") or folder == Path.home() or folder.parent == Path("/home"):
+        raise AgentUnavailable(
+            f"agent CLI {exe.name}: its folder would be bound into the sandbox whole; "
+            "install it in a folder of its own",
+            cause="cli",
+        )
+    return folder

@@ -21,7 +21,6 @@ CLI holds only the turn's token. Every call:
 from __future__ import annotations
 
 import contextlib
-import gzip
 import hmac
 import json
 import time
@@ -156,20 +155,29 @@ class Gateway:
         self.log_calls = log_calls
         self.share = share
         self.default_model = default_model
-        self._stored: list[GatewayCall] = []
+        self._stored: dict[str, list[GatewayCall]] = {}  # by request hash, in call order
+        self._seen: dict[str, int] = {}  # how often each hash was asked this time
+        self._next_n = 0
         self._runner: web.AppRunner | None = None
-        self._lock_n = 0
+        self.last_activity = time.monotonic()  # liveness: calls and answers relayed
 
     async def __aenter__(self) -> Gateway:
         if self.log_calls is not None:
-            self._stored = sorted(await self.log_calls.load(), key=lambda c: c.n)
+            stored = sorted(await self.log_calls.load(), key=lambda c: c.n)
+            for call in stored:
+                self._stored.setdefault(call.request_hash, []).append(call)
+            self._next_n = stored[-1].n + 1 if stored else 0
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.UnixSite(self._runner, str(self.socket_path))
-        await site.start()
-        self.socket_path.chmod(0o666)  # the sandbox's user (65534) connects to it
+        try:
+            site = web.UnixSite(self._runner, str(self.socket_path))
+            await site.start()
+            self.socket_path.chmod(0o666)  # the sandbox's user (65534) connects to it
+        except BaseException:
+            await self._runner.cleanup()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -179,16 +187,16 @@ class Gateway:
     # -- one request -------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.last_activity = time.monotonic()
         if self.account.first_call_at is None:
-            self.account.first_call_at = time.monotonic()
+            self.account.first_call_at = self.last_activity
         if request.method != "POST":
             return _error(404, "not_found", "the gateway serves model calls only")
         if not self._authorized(request):
             return _error(401, "authentication_error", "this turn's token is required")
-        raw = await request.read()
-        try:
-            body = json.loads(_decoded(raw, request.headers.get("content-encoding", "")))
-        except (ValueError, OSError):
+        try:  # aiohttp has undone any content-encoding already
+            body = json.loads(await request.read())
+        except ValueError:
             return _error(400, "invalid_request_error", "the body is not JSON")
         if not isinstance(body, dict):
             return _error(400, "invalid_request_error", "the body is not a JSON object")
@@ -209,15 +217,22 @@ class Gateway:
         )
         return bool(given) and hmac.compare_digest(given, self.account.token)
 
+    def _replayed(self, digest: str) -> GatewayCall | None:
+        """The stored answer to this request's k-th asking this turn, if a run
+        before asked it k times (order-free: a CLI's parallel calls may come
+        in another order)."""
+        k = self._seen.get(digest, 0)
+        self._seen[digest] = k + 1
+        stored = self._stored.get(digest, [])
+        return stored[k] if k < len(stored) else None
+
     async def _generate(
         self, request: web.Request, call: Call, body: dict[str, Any]
     ) -> web.StreamResponse:
         account = self.account
-        n = self._lock_n
-        self._lock_n += 1
         digest = request_hash(request.path, body)
-        stored = next((c for c in self._stored if c.n == n), None)
-        if stored is not None and stored.request_hash == digest:
+        stored = self._replayed(digest)
+        if stored is not None:
             account.replayed += 1
             account.calls += 1
             account.usage = add_usage(account.usage, stored.usage)
@@ -234,7 +249,15 @@ class Gateway:
         if account.purse.empty:
             account.refused = "agent_budget"
             return _error(429, "rate_limit_error", "the run's budget is spent; answer now")
+        priced = f"{self.upstream.provider}/{call.model or self.default_model}"
+        unpriced = self.charge(priced, Usage()).price_basis == "unknown"
+        if account.purse.cap_usd is not None and unpriced:
+            # A model with no price would spend a capped run's money uncounted.
+            account.refused = "agent_budget"
+            return _error(403, "permission_error", f"{priced} has no price here; use another model")
         account.calls += 1
+        n = self._next_n
+        self._next_n += 1
         return await self._forward(request, call, body, counted=True, n=n, digest=digest)
 
     async def _forward(
@@ -255,10 +278,11 @@ class Gateway:
             url += f"?{query}" if query else ""
         headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED}
         headers.update(self.upstream.auth_headers())
+        headers["accept-encoding"] = "identity"  # relayed and read as it comes
         payload = json.dumps(body).encode()
         gate = self.upstream.gate
         started = time.monotonic()
-        out: web.StreamResponse | None = None
+        relay = _Relay(request)
         chunks: list[bytes] = []
         status = 502
         with calling(self.share, len(payload) // 4, 4096):
@@ -269,60 +293,88 @@ class Gateway:
                     "POST", url, content=payload, headers=headers, timeout=600
                 ) as answer:
                     status, upstream_headers = answer.status_code, answer.headers
-                    out = web.StreamResponse(status=status)
-                    out.content_type = answer.headers.get("content-type", "application/json")
-                    out.headers["cache-control"] = "no-cache"
-                    if status in STOPPING:
-                        out.headers["x-should-retry"] = "false"
-                    await out.prepare(request)
+                    await relay.start(status, answer.headers.get("content-type"))
                     # Relayed as it comes, but for the last chunk: the CLI sees the
                     # answer's end only once it is stored (a crash between the two
-                    # would otherwise pay for it again).
+                    # would otherwise pay for it again). A CLI gone mid-answer (its
+                    # turn killed) stops the relay, not the reading: it is paid for.
                     async for chunk in answer.aiter_raw():
+                        self.last_activity = time.monotonic()
                         if chunks:
-                            await out.write(chunks[-1])
+                            await relay.write(chunks[-1])
                         chunks.append(chunk)
             except httpx.HTTPError as exc:
                 log.warning("agent.upstream_failed", error=type(exc).__name__, model=priced)
-                status = 502
+                status = 502 if not chunks else status
             finally:
                 if ticket is not None and gate is not None:
                     gate.leave(ticket, status, upstream_headers)
         elapsed = time.monotonic() - started
         data = b"".join(chunks)
-        if not counted:
-            return await _end(out, chunks[-1] if chunks else b"")
+        if counted:
+            await self._account(call, priced, status, data, elapsed, relay, n, digest)
+        return await relay.end(chunks[-1] if chunks else b"", status)
+
+    async def _account(
+        self, call: Call, priced: str, status: int, data: bytes, elapsed: float,
+        relay: _Relay, n: int, digest: str,
+    ) -> None:  # fmt: skip
+        """Price what came back, whatever the CLI saw of it; store a whole answer."""
         account = self.account
         account.model_seconds += elapsed
         account.note_model(priced)
         if status >= 400:
             account.upstream_status = status
-            return await _end(out, chunks[-1] if chunks else b"")
-        usage = replace(
-            self.charge(priced, usage_of(call, data)), latency_ms=int(elapsed * 1000)
-        )
+            return
+        usage = replace(self.charge(priced, usage_of(call, data)), latency_ms=int(elapsed * 1000))
         account.usage = add_usage(account.usage, usage)
         account.purse.spent_usd += usage.cost_usd
-        if self.log_calls is not None:
-            content_type = out.content_type if out is not None else "application/json"
+        if self.log_calls is not None and status == 200:
             stored = GatewayCall(
-                n, digest, priced, status, content_type, data.decode(errors="replace"), usage
+                n, digest, priced, status, relay.content_type, data.decode(errors="replace"), usage
             )
             await self.log_calls.save(stored)
-        return await _end(out, chunks[-1] if chunks else b"")
 
 
-async def _end(
-    out: web.StreamResponse | None, last: bytes = b""
-) -> web.StreamResponse:
-    """The held-back last chunk and the end of the answer."""
-    if out is None:
-        return _error(502, "api_error", "the upstream could not be reached")
-    with contextlib.suppress(ConnectionResetError):
-        if last:
-            await out.write(last)
-        await out.write_eof()
-    return out
+class _Relay:
+    """The answer to the CLI: started once, written while the CLI listens."""
+
+    def __init__(self, request: web.Request) -> None:
+        self.request = request
+        self.out: web.StreamResponse | None = None
+        self.content_type = "application/json"
+        self.gone = False
+
+    async def start(self, status: int, content_type: str | None) -> None:
+        self.content_type = content_type or "application/json"
+        out = web.StreamResponse(status=status)
+        out.content_type = self.content_type.split(";")[0]
+        out.headers["content-type"] = self.content_type
+        out.headers["cache-control"] = "no-cache"
+        if status in STOPPING:
+            out.headers["x-should-retry"] = "false"
+        self.out = out
+        try:
+            await out.prepare(self.request)
+        except (ConnectionError, RuntimeError):
+            self.gone = True
+
+    async def write(self, chunk: bytes) -> None:
+        if self.gone or self.out is None:
+            return
+        try:
+            await self.out.write(chunk)
+        except (ConnectionError, RuntimeError):
+            self.gone = True
+
+    async def end(self, last: bytes, status: int) -> web.StreamResponse:
+        if self.out is None:
+            return _error(502, "api_error", "the upstream could not be reached")
+        await self.write(last)
+        if not self.gone:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await self.out.write_eof()
+        return self.out
 
 
 def _error(status: int, kind: str, message: str) -> web.Response:
@@ -337,17 +389,3 @@ def _error(status: int, kind: str, message: str) -> web.Response:
         }]  # fmt: skip
     doc = {"type": "error", "error": error}
     return web.json_response(doc, status=status, headers={"x-should-retry": "false"})
-
-
-def _decoded(raw: bytes, encoding: str) -> bytes:
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return raw
-    if encoding == "gzip":
-        return gzip.decompress(raw)
-    if encoding == "zstd":
-        import zstandard  # type: ignore[import-not-found]  # optional: Codex may send zstd
-
-        return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(raw))
-    raise ValueError(f"content-encoding {encoding}")
-

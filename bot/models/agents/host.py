@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from bot.models.agents.sandbox import Limits, Sandbox, bwrap_argv, find_sandbox
 
 log = get_logger(__name__)
 
+RECHECK_S = 30.0  # a failed sandbox or CLI check is answered from memory this long
 AGENT_RSS_BYTES = 600 * 1024**2  # what one agent process is budgeted (measured: 140-230 MB)
 
 
@@ -57,6 +59,9 @@ class AgentHost:
     _sandbox: Sandbox | None = None
     _found: dict[Cli, Found] = field(default_factory=dict)
     _slots: anyio.CapacityLimiter | None = None
+    # A failed check is remembered a while: commands asking meanwhile get its
+    # answer without starting bubblewrap or the CLI again.
+    _failed: dict[str, tuple[float, AgentUnavailable]] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AgentHost:
@@ -92,10 +97,15 @@ class AgentHost:
     def sandbox(self) -> Sandbox:
         """The sandbox, proven to start once (AgentUnavailable: it cannot)."""
         if self._sandbox is None:
-            found = find_sandbox(self.sandbox_kind, self.bwrap_setting)
-            if found.confined:
-                probe_sandbox(found)
-            else:
+            self._recent_failure("sandbox")
+            try:
+                found = find_sandbox(self.sandbox_kind, self.bwrap_setting)
+                if found.confined:
+                    probe_sandbox(found)
+            except AgentUnavailable as exc:
+                self._failed["sandbox"] = (time.monotonic(), exc)
+                raise
+            if not found.confined:
                 log.warning(
                     "agent.unsandboxed",
                     detail="DEBATE_BOT_AGENT_SANDBOX=none: agent CLIs run unconfined (unsafe)",
@@ -105,8 +115,18 @@ class AgentHost:
 
     def cli(self, cli: Cli) -> Found:
         if cli not in self._found:
-            self._found[cli] = find_cli(CLI_SPECS[cli], self.bins.get(cli), self.environ)
+            self._recent_failure(cli)
+            try:
+                self._found[cli] = find_cli(CLI_SPECS[cli], self.bins.get(cli), self.environ)
+            except AgentUnavailable as exc:
+                self._failed[cli] = (time.monotonic(), exc)
+                raise
         return self._found[cli]
+
+    def _recent_failure(self, what: str) -> None:
+        failed = self._failed.get(what)
+        if failed is not None and time.monotonic() - failed[0] < RECHECK_S:
+            raise failed[1]
 
     def spec(self, cli: Cli) -> CliSpec:
         return CLI_SPECS[cli]

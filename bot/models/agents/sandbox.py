@@ -176,6 +176,7 @@ async def run_sandboxed(
     gateway_dir: Path,
     limits: Limits,
     on_line: Callable[[bytes], None] | None = None,
+    active_at: Callable[[], float] | None = None,
 ) -> Result:
     """Run ``command`` confined to ``turn_dir`` (which holds ``workspace/``,
     ``home/`` and ``tmp/``) and ``gateway_dir`` (the gateway's socket, apart: a
@@ -196,7 +197,9 @@ async def run_sandboxed(
         unsafe = Command(
             tuple(a.replace(WORKSPACE, str(turn_dir / "workspace")) for a in command.argv),
             {
-                k: v.replace(HOME, str(turn_dir / "home")).replace(WORKSPACE, str(turn_dir))
+                k: v.replace(HOME, str(turn_dir / "home")).replace(
+                    WORKSPACE, str(turn_dir / "workspace")
+                )
                 for k, v in command.env.items()
             },
             command.install_dir,
@@ -214,8 +217,9 @@ async def run_sandboxed(
         cwd=cwd,
         env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},  # bwrap's own: nothing of ours
         start_new_session=True,
+        limit=limits.max_output_bytes,  # a CLI's event line may be long (a file it read)
     )
-    watch = _Watch(proc, limits, started, on_line)
+    watch = _Watch(proc, limits, started, on_line, active_at)
     try:
         ending = await watch.run()
     finally:
@@ -240,7 +244,10 @@ class _Watch:
         limits: Limits,
         started: float,
         on_line: Callable[[bytes], None] | None,
+        active_at: Callable[[], float] | None = None,
     ) -> None:
+        self.active_at = active_at  # the gateway's last call or answer: alive too
+        self.rss_due = started
         self.proc = proc
         self.limits = limits
         self.started = started
@@ -259,6 +266,9 @@ class _Watch:
         ]
         try:
             while True:
+                for r in readers:  # a reader that failed (a line past the cap): say so
+                    if r.done() and r.exception() is not None:
+                        return "output"
                 done = all(r.done() for r in readers)
                 if done:
                     await self.proc.wait()
@@ -280,12 +290,15 @@ class _Watch:
             return "wall"
         if self.first_event_s is None and now - self.started > self.limits.first_event_s:
             return "first_event"
-        if self.first_event_s is not None and now - self.last_event > self.limits.idle_s:
+        last = max(self.last_event, self.active_at() if self.active_at is not None else 0.0)
+        if self.first_event_s is not None and now - last > self.limits.idle_s:
             return "idle"
-        rss = _tree_rss(self.proc.pid)
-        self.peak_rss = max(self.peak_rss, rss)
-        if rss > self.limits.max_rss_bytes:
-            return "memory"
+        if now >= self.rss_due:  # once a second: the process tree's own entries only
+            self.rss_due = now + 1.0
+            rss = _tree_rss(self.proc.pid)
+            self.peak_rss = max(self.peak_rss, rss)
+            if rss > self.limits.max_rss_bytes:
+                return "memory"
         return None
 
     async def _read_stdout(self) -> None:
@@ -310,30 +323,24 @@ class _Watch:
 
 
 def _tree_rss(root: int) -> int:
-    """Resident bytes of ``root`` and its descendants (host pids; /proc)."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return 0
+    """Resident bytes of ``root`` and its descendants, walked down from it (each
+    process's ``children`` list), never the whole host's /proc."""
     page = os.sysconf("SC_PAGE_SIZE")
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        pid = int(name)
-        children.setdefault(int(stat[1]), []).append(pid)  # ppid
-        rss[pid] = int(stat[21]) * page
     total, stack = 0, [root]
-    while stack:
+    seen: set[int] = set()
+    while stack and len(seen) < 4096:
         pid = stack.pop()
-        total += rss.get(pid, 0)
-        stack.extend(children.get(pid, ()))
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as f:
+                total += int(f.read().split()[1]) * page
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children", "rb") as f:
+                    stack.extend(int(c) for c in f.read().split())
+        except (OSError, ValueError, IndexError):
+            continue
     return total
 
 

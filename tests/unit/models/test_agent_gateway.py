@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
@@ -184,3 +185,64 @@ async def test_what_is_not_a_model_call_is_refused(
             bad = await cli.post("/v1/messages", content=b"{", headers={"x-api-key": TOKEN})
     assert (probe.status_code, other.status_code, bad.status_code) == (404, 404, 400)
     assert upstream.requests == []
+
+
+async def test_a_rerun_asking_in_another_order_gets_each_stored_answer(
+    tmp_path: Path, upstream: FakeAgentUpstream
+) -> None:
+    """A CLI's parallel calls may come in another order the second time: the
+    stored answer is found by its request, not by its place."""
+    log = Log()
+    first_body = {**ANTHROPIC_BODY, "max_tokens": 11}
+    second_body = {**ANTHROPIC_BODY, "max_tokens": 22}
+    async with httpx.AsyncClient() as client:
+        before, _ = _gateway(tmp_path, upstream, client, log=log)
+        async with before:
+            a = await _post(tmp_path, first_body)
+            b = await _post(tmp_path, second_body)
+        again, account = _gateway(tmp_path, upstream, client, log=log)
+        async with again:
+            b2 = await _post(tmp_path, second_body)
+            a2 = await _post(tmp_path, first_body)
+            new = await _post(tmp_path, {**ANTHROPIC_BODY, "max_tokens": 33})
+    assert (a2.text, b2.text) == (a.text, b.text)
+    assert account.replayed == 2 and len(upstream.requests) == 3
+    assert [c.n for c in log.calls] == [0, 1, 2]  # the new call stored after the old ones
+    assert new.status_code == 200
+
+
+async def test_an_unpriced_model_is_refused_when_the_run_has_a_cap(
+    tmp_path: Path, upstream: FakeAgentUpstream
+) -> None:
+    def unpriced(model: str, usage: Usage) -> Usage:
+        return replace(usage, cost_usd=0.0, price_basis="unknown")
+
+    async with httpx.AsyncClient() as client:
+        gateway, account = _gateway(tmp_path, upstream, client, purse=Purse(cap_usd=5.0))
+        gateway.charge = unpriced
+        async with gateway:
+            answer = await _post(tmp_path, ANTHROPIC_BODY)
+    assert answer.status_code == 403 and upstream.requests == []
+    assert account.refused == "agent_budget"
+
+
+async def test_a_cli_gone_mid_answer_still_pays_for_what_came(
+    tmp_path: Path, upstream: FakeAgentUpstream
+) -> None:
+    """A turn killed while an answer streams: the answer is read to its end,
+    priced and stored; the gateway does not stop counting because the CLI did."""
+    upstream.latency_s = 0.5
+    log = Log()
+    async with httpx.AsyncClient() as client:
+        gateway, account = _gateway(tmp_path, upstream, client, log=log)
+        async with gateway:
+            transport = httpx.AsyncHTTPTransport(uds=str(tmp_path / "gw.sock"))
+            async with httpx.AsyncClient(transport=transport, base_url="http://gw") as cli:
+                with pytest.raises(httpx.ReadTimeout):
+                    await cli.post("/v1/messages", json=ANTHROPIC_BODY,
+                                   headers={"x-api-key": TOKEN}, timeout=0.1)  # fmt: skip
+            for _ in range(100):  # the handler finishes on its own
+                if account.usage.cost_usd:
+                    break
+                await anyio.sleep(0.05)
+    assert account.usage.cost_usd == 120 + 10 * 12 and len(log.calls) == 1
