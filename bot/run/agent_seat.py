@@ -27,7 +27,7 @@ import httpx
 from bot.core.aio import store_call
 from bot.core.errors import AgentUnavailable, ModelError
 from bot.core.logs import get_logger
-from bot.engine.agents import is_agent, is_agent_config, parse_agent
+from bot.engine.agents import AgentRef, is_agent, is_agent_config, parse_agent
 from bot.engine.citations import check_citations
 from bot.engine.types import (
     CitationCheck,
@@ -39,6 +39,7 @@ from bot.engine.types import (
     Turn,
     Usage,
 )
+from bot.models.agents.clis import CliSpec, Found
 from bot.models.agents.gateway import (
     Charge,
     Gateway,
@@ -48,7 +49,13 @@ from bot.models.agents.gateway import (
     Upstream,
 )
 from bot.models.agents.host import AgentHost
-from bot.models.agents.sandbox import SOCKET_NAME, ending_error, run_sandboxed
+from bot.models.agents.sandbox import (
+    SOCKET_NAME,
+    Result,
+    Sandbox,
+    ending_error,
+    run_sandboxed,
+)
 from bot.models.base import drop_class_of
 from bot.models.fair import Share
 from bot.repo.snapshot import Snapshot
@@ -146,80 +153,24 @@ class AgentSeats:
     # -- one turn --------------------------------------------------------------------
 
     async def _turn(self, request: ModelRequest, ref: str) -> Turn:
-        agent = parse_agent(ref)
-        host = self.host
-        sandbox = host.sandbox()
-        found = host.cli(agent.cli)
-        spec = host.spec(agent.cli)
-        model = host.model_of(agent)
-        upstream = self.upstreams.get(host.upstream_provider(agent.cli))
-        if upstream is None or not upstream.key:
-            raise ModelError(f"{ref}: its upstream has no key", drop_class="agent_auth")
+        seat = self._seat(ref)
         turn_id = request.key.id()
         stored = await self._load(turn_id)
         done = next((s for s in stored if s.final), None)
         if done is not None:  # finished before a crash: the stored answer stands
             return _as_turn(request, ref, done, _sum(stored))
         workspace = await self._ensure_workspace()
-        token = secrets.token_urlsafe(32)
-        account = TurnAccount(token, max_calls=host.max_calls, purse=self.purse)
+        account = TurnAccount(
+            secrets.token_urlsafe(32), max_calls=self.host.max_calls, purse=self.purse
+        )
         asked = time.monotonic()
-        async with host.slots:
+        async with self.host.slots:
             waited = time.monotonic() - asked
             spawned = time.monotonic()
-            turn_dir = gateway_dir = None
-            try:
-                turn_dir = Path(tempfile.mkdtemp(prefix="turn-", dir=workspace.parent))
-                # A unix socket's path is at most 107 bytes: the gateway's folder is short.
-                gateway_dir = Path(tempfile.mkdtemp(prefix="dbgw-", dir=_short_tmp(turn_dir)))
-                for sub in ("home", "tmp", "home/.codex"):
-                    (turn_dir / sub).mkdir(parents=True, exist_ok=True)
-                (turn_dir / "workspace").symlink_to(workspace)
-                (turn_dir / "home" / "prompt.md").write_text(_prompt_text(request.prompt))
-                for name, text in spec.home_files().items():
-                    (turn_dir / "home" / name).parent.mkdir(parents=True, exist_ok=True)
-                    (turn_dir / "home" / name).write_text(text)
-                command = spec.command(found, model=model, token=token, max_turns=host.max_calls)
-                gateway = Gateway(
-                    socket_path=gateway_dir / SOCKET_NAME,
-                    upstream=upstream,
-                    account=account,
-                    client=self.client,
-                    charge=self.charge,
-                    log_calls=_TurnCalls(self, turn_id, ref),
-                    share=self.share,
-                    default_model=model,
-                )
-                async with gateway:
-                    result = await run_sandboxed(
-                        sandbox,
-                        replace(command, install_dir=found.install_dir),
-                        turn_dir=turn_dir,
-                        gateway_dir=gateway_dir,
-                        limits=host.limits,
-                        active_at=lambda: gateway.last_activity,
-                    )
-            finally:
-                for folder in (turn_dir, gateway_dir):
-                    if folder is not None:
-                        await _remove(folder)
-        first_call = account.first_call_at
-        stats = TurnStats(
-            cli=agent.cli, ending=result.ending, seconds=result.seconds,
-            model_seconds=account.model_seconds,
-            first_call_s=None if first_call is None else first_call - spawned,
-            calls=account.calls, replayed=account.replayed, peak_rss=result.peak_rss,
-            waited_s=waited,
-        )  # fmt: skip
-        self.stats.append(stats)
-        log.info(
-            "agent.turn",
-            seat=request.key.slot, cli=agent.cli, ending=result.ending, exit=result.exit_code,
-            calls=account.calls, replayed=account.replayed, seconds=round(result.seconds, 2),
-            first_call_s=stats.first_call_s, peak_rss=result.peak_rss, waited_s=round(waited, 2),
-        )  # fmt: skip
-        answer = spec.answer(result.stdout)
-        failed = ending_error(result, agent.cli)
+            result = await self._run_cli(request, seat, workspace, account)
+        self._measured(request, seat, result, account, spawned, waited)
+        answer = seat.spec.answer(result.stdout)
+        failed = ending_error(result, seat.agent.cli)
         if answer.text.strip() and failed is None:
             return await self._finish(request, ref, answer.text, account)
         if failed is None:
@@ -229,6 +180,82 @@ class AgentSeats:
                 drop_class=_why(account, result.stderr),
             )
         raise _Spent(failed, account.usage)
+
+    def _seat(self, ref: str) -> _Seat:
+        """What a turn of ``ref`` runs: the CLI found, the sandbox proven, the
+        upstream with its key (AgentUnavailable or ModelError: it cannot run)."""
+        agent = parse_agent(ref)
+        host = self.host
+        sandbox = host.sandbox()
+        found = host.cli(agent.cli)
+        upstream = self.upstreams.get(host.upstream_provider(agent.cli))
+        if upstream is None or not upstream.key:
+            raise ModelError(f"{ref}: its upstream has no key", drop_class="agent_auth")
+        return _Seat(agent, sandbox, found, host.spec(agent.cli), host.model_of(agent), upstream)
+
+    async def _run_cli(
+        self, request: ModelRequest, seat: _Seat, workspace: Path, account: TurnAccount
+    ) -> Result:
+        """The CLI in its sandbox with a gateway of its own, in a turn folder
+        removed whatever happens."""
+        turn_dir = gateway_dir = None
+        try:
+            turn_dir = Path(tempfile.mkdtemp(prefix="turn-", dir=workspace.parent))
+            # A unix socket's path is at most 107 bytes: the gateway's folder is short.
+            gateway_dir = Path(tempfile.mkdtemp(prefix="dbgw-", dir=_short_tmp(turn_dir)))
+            _lay_out(turn_dir, workspace, request.prompt, seat.spec.home_files())
+            command = seat.spec.command(
+                seat.found, model=seat.model, token=account.token, max_turns=self.host.max_calls
+            )
+            gateway = Gateway(
+                socket_path=gateway_dir / SOCKET_NAME,
+                upstream=seat.upstream,
+                account=account,
+                client=self.client,
+                charge=self.charge,
+                log_calls=_TurnCalls(self, request.key.id(), str(seat.agent)),
+                share=self.share,
+                default_model=seat.model,
+            )
+            async with gateway:
+                return await run_sandboxed(
+                    seat.sandbox,
+                    replace(command, install_dir=seat.found.install_dir),
+                    turn_dir=turn_dir,
+                    gateway_dir=gateway_dir,
+                    limits=self.host.limits,
+                    active_at=lambda: gateway.last_activity,
+                )
+        finally:
+            for folder in (turn_dir, gateway_dir):
+                if folder is not None:
+                    await _remove(folder)
+
+    def _measured(
+        self,
+        request: ModelRequest,
+        seat: _Seat,
+        result: Result,
+        account: TurnAccount,
+        spawned: float,
+        waited: float,
+    ) -> None:
+        first_call = account.first_call_at
+        stats = TurnStats(
+            cli=seat.agent.cli, ending=result.ending, seconds=result.seconds,
+            model_seconds=account.model_seconds,
+            first_call_s=None if first_call is None else first_call - spawned,
+            calls=account.calls, replayed=account.replayed, peak_rss=result.peak_rss,
+            waited_s=waited,
+        )  # fmt: skip
+        self.stats.append(stats)
+        log.info(
+            "agent.turn",
+            seat=request.key.slot, cli=seat.agent.cli, ending=result.ending,
+            exit=result.exit_code, calls=account.calls, replayed=account.replayed,
+            seconds=round(result.seconds, 2), first_call_s=stats.first_call_s,
+            peak_rss=result.peak_rss, waited_s=round(waited, 2),
+        )  # fmt: skip
 
     async def _finish(
         self, request: ModelRequest, ref: str, text: str, account: TurnAccount
@@ -329,6 +356,30 @@ class _TurnCalls:
             content_type=call.content_type,
         )
         await self.seats._save(self.turn_id, step)
+
+
+@dataclass(frozen=True)
+class _Seat:
+    """What a turn of one agent seat runs."""
+
+    agent: AgentRef
+    sandbox: Sandbox
+    found: Found
+    spec: CliSpec
+    model: str
+    upstream: Upstream
+
+
+def _lay_out(turn_dir: Path, workspace: Path, prompt: Prompt, home_files: dict[str, str]) -> None:
+    """The turn's folder: its home (the prompt, the CLI's settings), its /tmp, and
+    the run's workspace linked in (bound read-only by the sandbox)."""
+    for sub in ("home", "tmp", "home/.codex"):
+        (turn_dir / sub).mkdir(parents=True, exist_ok=True)
+    (turn_dir / "workspace").symlink_to(workspace)
+    (turn_dir / "home" / "prompt.md").write_text(_prompt_text(prompt))
+    for name, text in home_files.items():
+        (turn_dir / "home" / name).parent.mkdir(parents=True, exist_ok=True)
+        (turn_dir / "home" / name).write_text(text)
 
 
 class _Spent(Exception):

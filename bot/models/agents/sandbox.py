@@ -182,32 +182,7 @@ async def run_sandboxed(
     ``home/`` and ``tmp/``) and ``gateway_dir`` (the gateway's socket, apart: a
     unix socket's path is at most 107 bytes) and wait for its end; the process
     group is gone when this returns or raises."""
-    python = python_for_sandbox()
-    if sandbox.confined:
-        socket_path = f"{GATEWAY_DIR}/{SOCKET_NAME}"
-        argv = [
-            *bwrap_argv(
-                sandbox, turn_dir=turn_dir, install_dir=command.install_dir, gateway_dir=gateway_dir
-            ),
-            *forwarder_argv(python, command, socket_path=socket_path, port=FORWARDER_PORT),
-        ]
-        cwd = str(turn_dir)
-    else:  # unsafe, explicit: the host's loopback, a free port, the real paths
-        socket_path = str(gateway_dir / SOCKET_NAME)
-        unsafe = Command(
-            tuple(a.replace(WORKSPACE, str(turn_dir / "workspace")) for a in command.argv),
-            {
-                k: v.replace(HOME, str(turn_dir / "home")).replace(
-                    WORKSPACE, str(turn_dir / "workspace")
-                )
-                for k, v in command.env.items()
-            },
-            command.install_dir,
-            command.stdin.replace(HOME, str(turn_dir / "home")),
-        )
-        argv = forwarder_argv(python, unsafe, socket_path=socket_path, port=0)
-        argv[-1] = argv[-1].replace(f'"cwd": "{WORKSPACE}"', f'"cwd": "{turn_dir / "workspace"}"')
-        cwd = str(turn_dir / "workspace")
+    argv, cwd = _launch(sandbox, command, turn_dir=turn_dir, gateway_dir=gateway_dir)
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         *argv,
@@ -233,6 +208,33 @@ async def run_sandboxed(
         first_event_s=watch.first_event_s,
         peak_rss=watch.peak_rss,
     )
+
+
+def _launch(
+    sandbox: Sandbox, command: Command, *, turn_dir: Path, gateway_dir: Path
+) -> tuple[list[str], str]:
+    """The argv that starts ``command`` (through the forwarder) and its folder."""
+    python = python_for_sandbox()
+    if sandbox.confined:
+        socket_path = f"{GATEWAY_DIR}/{SOCKET_NAME}"
+        argv = [
+            *bwrap_argv(
+                sandbox, turn_dir=turn_dir, install_dir=command.install_dir, gateway_dir=gateway_dir
+            ),
+            *forwarder_argv(python, command, socket_path=socket_path, port=FORWARDER_PORT),
+        ]
+        return argv, str(turn_dir)
+    # Unsafe, explicit: the host's loopback, a free port, the real paths.
+    workspace, home = str(turn_dir / "workspace"), str(turn_dir / "home")
+    unsafe = Command(
+        tuple(a.replace(WORKSPACE, workspace) for a in command.argv),
+        {k: v.replace(HOME, home).replace(WORKSPACE, workspace) for k, v in command.env.items()},
+        command.install_dir,
+        command.stdin.replace(HOME, home),
+    )
+    argv = forwarder_argv(python, unsafe, socket_path=str(gateway_dir / SOCKET_NAME), port=0)
+    argv[-1] = argv[-1].replace(f'"cwd": "{WORKSPACE}"', f'"cwd": "{workspace}"')
+    return argv, workspace
 
 
 class _Watch:
