@@ -1,8 +1,10 @@
 """GitHubSession: how debate-bot talks to GitHub, under every endpoint.
 
-It holds the transport policy: App and installation auth, write pacing, bounded
-retries, the accounting of calls, and the judgement of a failure as transient or
-final (``github_error``). The endpoints themselves live in ``bot.github.gateway``
+It holds the transport policy: App and installation auth, bounded retries, and
+the judgement of a failure as transient or final (``github_error``); write
+pacing, rate-limit holds and the accounting of calls are kept per installation
+by ``bot.github.throttle``, and the githubkit client it sends through is
+``bot.github.client``. The endpoints themselves live in ``bot.github.gateway``
 and the modules it assembles.
 
 githubkit stays the HTTP client (typed REST operations, App JWT signing, the
@@ -32,8 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -41,34 +42,29 @@ from typing import Any
 import httpx
 import pydantic
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
-from githubkit import AppAuthStrategy, GitHub, TokenAuthStrategy, UnauthAuthStrategy
-from githubkit.cache import MemCacheStrategy
+from githubkit import AppAuthStrategy, TokenAuthStrategy, UnauthAuthStrategy
 from githubkit.exception import RequestError, RequestFailed, RequestTimeout
 from githubkit.response import Response
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from bot.core.aio import store_call
 from bot.core.errors import (
     ConfigError,
     GitHubError,
     RateLimited,
-    StoreError,
     TargetGone,
     TransientGitHubError,
 )
 from bot.core.logs import get_logger
 from bot.core.settings import Settings
-from bot.core.transport import AiohttpTransport, LeanAsyncClient
+from bot.core.transport import AiohttpTransport
 from bot.github.auth import InstallationToken, TokenCache
-from bot.github.pacing import SharedSlots, WritePacer, spacing
+from bot.github.client import GitHubClient, SharedTransport, client_options
+from bot.github.pacing import SharedSlots, spacing
 from bot.github.retry import decide, rate_limit_wait
+from bot.github.throttle import Clock, InstallationState, OnRequest, Sleep, Throttle
 
 log = get_logger(__name__)
 
-# method, route template, status (0: no answer), and whether it was a rate limit.
-OnRequest = Callable[[str, str, int, bool], None]
-Clock = Callable[[], float]
-Sleep = Callable[[float], Awaitable[None]]
 # One GitHub operation, given the headers to send (auth, API version).
 Op = Callable[[dict[str, str]], Awaitable[Response[Any]]]
 
@@ -175,60 +171,6 @@ def response_message(response: httpx.Response) -> str:
     return message
 
 
-class _SharedTransport(httpx.AsyncBaseTransport):
-    """The session's pooled transport, which githubkit's clients may not close
-    (an httpx client closes its transport on exit); only the session does."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self._inner = inner
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:  # the clients close it on exit; only the session may
-        return None
-
-    async def really_close(self) -> None:
-        await self._inner.aclose()
-
-
-class _NoCookies(httpx.Cookies):
-    """A jar that keeps nothing: one client serves every installation, and no
-    cookie may pass from one's answers into another's requests."""
-
-    def extract_cookies(self, response: httpx.Response) -> None:
-        return None
-
-
-class _CookielessClient(LeanAsyncClient):
-    jar = _NoCookies
-
-
-class _GitHub(GitHub[Any]):
-    """githubkit's client, with one httpx client for all its requests: outside
-    ``async with`` githubkit builds and closes a client per request, which cost
-    a seventh of a GitHub call's CPU. The transport is shared and outlives them
-    anyway (``_SharedTransport``); the client keeps no cookies, as a client
-    built per request kept none past its request."""
-
-    _client: httpx.AsyncClient | None = None
-
-    async def _create_async_client(self) -> httpx.AsyncClient:
-        if self.config.http_cache:  # never set here; githubkit's own cache client
-            return await super()._create_async_client()
-        return _CookielessClient(
-            **self._get_client_defaults(),
-            transport=self.config.async_transport,
-            event_hooks=self.config.async_event_hooks,
-        )
-
-    @asynccontextmanager
-    async def get_async_client(self) -> AsyncGenerator[httpx.AsyncClient, None]:
-        if self._client is None:
-            self._client = await self._create_async_client()
-        yield self._client
-
-
 class _Retry(Exception):
     """Internal: a failed attempt that may be repeated after ``wait_s``."""
 
@@ -244,12 +186,18 @@ def _retry_wait(state: RetryCallState) -> float:
 
 
 @dataclass
-class _InstallationState:
-    pacer: WritePacer
-    rate_limit_remaining: int | None = None
-    # Monotonic time before which no call goes to the installation: a rate limit
-    # GitHub asked us to wait out binds every call, not only the one refused.
-    blocked_until: float = 0.0
+class _Call:
+    """One ``send``: what goes to GitHub, and how a failure of it may be repeated."""
+
+    method: str
+    route: str
+    op: Op
+    installation_id: int | None
+    write: bool
+    replay_safe: bool
+    accepted: frozenset[int]  # error statuses the caller handles itself
+    state: InstallationState | None
+    refreshed: bool = False  # the installation token was fetched anew after a 401
 
 
 def _app_key(settings: Settings) -> str:
@@ -288,49 +236,45 @@ class GitHubSession:
         # In a GitHub Actions job (`debate-bot action`) the job's token stands in
         # for the installation token; there is no app key and no app endpoint.
         self._actions_token = actions_token
-        # Shared pacing (PostgreSQL): reserves a write slot in the database; blocking,
-        # so it runs in a thread.
-        self._write_slots = write_slots
         pem = "" if actions_token else _app_key(settings)
 
         self.api_url = settings.github_api_url.rstrip("/")
         self.graphql_url = graphql_url(self.api_url)
         self._max_wait_s = settings.github_max_retry_wait_s
-        self._write_interval_s = spacing(settings.github_write_interval_s)
-        self._clock = clock
         self._sleep = sleep
         self._wall = wall
-        self._on_request = on_request
         self._max_attempts = max(1, max_attempts)
+        # Pacing, rate-limit holds and the accounting of calls, per installation.
+        # Shared pacing (PostgreSQL, ``write_slots``) reserves write slots in the
+        # database; blocking, so in a thread.
+        self._throttle = Throttle(
+            clock=clock,
+            sleep=sleep,
+            wall=wall,
+            write_interval_s=spacing(settings.github_write_interval_s),
+            max_wait_s=self._max_wait_s,
+            on_request=on_request,
+            write_slots=write_slots,
+        )
         # An injected transport is owned from here on: ``aclose`` closes it. Every
         # run and every intake slot may have a call in flight, each connection kept
         # alive (httpx's default pool keeps 20, so a busy worker redid TLS handshakes).
-        self._transport = _SharedTransport(transport or AiohttpTransport())
-        common: dict[str, Any] = {
-            "base_url": self.api_url,
-            "user_agent": "debate-bot",
-            "timeout": httpx.Timeout(timeout_s, connect=10.0),
-            "async_transport": self._transport,
-            "http_cache": False,
-            "auto_retry": False,
-            # A private cache: githubkit's default one is process-global and keyed
-            # by app id only (JWTs of two gateways would leak into each other).
-            "cache_strategy": MemCacheStrategy(),
-        }
+        self._transport = SharedTransport(transport or AiohttpTransport())
+        common = client_options(self.api_url, timeout_s, self._transport)
         # As the app (JWT); with an Actions token, app endpoints are never called.
         app_auth = (
             TokenAuthStrategy(actions_token)
             if actions_token
             else AppAuthStrategy(settings.app_id or 0, pem)
         )
-        self.app = _GitHub(app_auth, **common)
-        self.gh = _GitHub(UnauthAuthStrategy(), **common)  # ``send`` adds the installation token
+        self.app = GitHubClient(app_auth, **common)
+        # ``send`` adds the installation token.
+        self.gh = GitHubClient(UnauthAuthStrategy(), **common)
         self._base_headers: dict[str, str] = {}
         if is_enterprise_server(self.api_url):
             # githubkit sends its newest REST version; GHES rejects versions it lacks.
             self._base_headers["X-GitHub-Api-Version"] = GHES_API_VERSION
         self._tokens = TokenCache(self._fetch_token, clock=clock, wall=wall)
-        self._states: dict[int, _InstallationState] = {}
 
     @property
     def base_headers(self) -> dict[str, str]:
@@ -343,67 +287,14 @@ class GitHubSession:
 
     def rate_limit_remaining(self, installation_id: int) -> int | None:
         """The last ``x-ratelimit-remaining`` seen for the installation (for metrics)."""
-        state = self._states.get(installation_id)
-        return None if state is None else state.rate_limit_remaining
+        return self._throttle.rate_limit_remaining(installation_id)
 
     @property
     def rate_limits(self) -> dict[int, int]:
-        return {
-            iid: s.rate_limit_remaining
-            for iid, s in self._states.items()
-            if s.rate_limit_remaining is not None
-        }
+        return self._throttle.rate_limits
 
     async def aclose(self) -> None:
         await self._transport.really_close()
-
-    def _shared_pacer(self, installation_id: int) -> WritePacer:
-        """A pacer whose slots the database hands out, across every process."""
-        slots = self._write_slots
-        assert slots is not None
-        interval = self._write_interval_s
-        # The slot after the last reservation (the pacer holds one at a time).
-        following: list[datetime] = []
-
-        async def reserve() -> float:
-            """Seconds from now to the slot, counted from the slot itself: time lost
-            after the database chose it (a slow commit, the thread hop back) is
-            taken off the wait instead of shifting the slot later."""
-            wait_s, next_at = await store_call(
-                slots, slots.reserve_write, installation_id, interval, self._max_wait_s
-            )
-            if wait_s > self._max_wait_s:  # held by a rate limit another process met
-                state = self._states.get(installation_id)
-                if state is not None:
-                    self._block(state, wait_s, "(held by another process)")
-                raise RateLimited(
-                    f"GitHub write to installation {installation_id} not sent: writes are "
-                    f"held for {wait_s:.0f}s more (a rate limit another process met)",
-                    github_status=None,
-                    resume_at=self._wall() + wait_s,
-                )
-            following[:] = [next_at]
-            return next_at.timestamp() - interval - self._wall()
-
-        async def on_late(late_s: float) -> bool:
-            extend = slots.extend_write_slot
-            return await store_call(slots, extend, installation_id, following[0], late_s)
-
-        return WritePacer(
-            interval, clock=self._clock, sleep=self._sleep, reserve=reserve, on_late=on_late
-        )
-
-    def _state(self, installation_id: int) -> _InstallationState:
-        state = self._states.get(installation_id)
-        if state is None:
-            pacer = (
-                WritePacer(self._write_interval_s, clock=self._clock, sleep=self._sleep)
-                if self._write_slots is None
-                else self._shared_pacer(installation_id)
-            )
-            state = _InstallationState(pacer=pacer)
-            self._states[installation_id] = state
-        return state
 
     @property
     def in_actions(self) -> bool:
@@ -449,105 +340,10 @@ class GitHubSession:
         ``ok_statuses`` are error statuses the caller handles itself (e.g. 404 on a
         file lookup): they come back as a response instead of a GitHubError.
         """
-        state = self._state(installation_id) if installation_id is not None else None
-        accepted = frozenset(ok_statuses)
-        refreshed = False
-
-        async def attempt_once(attempt: int) -> Response[Any]:
-            nonlocal refreshed
-            if state is not None:
-                await self._wait_unblocked(state, method, route)
-            headers = self.base_headers
-            token: str | None = None
-            if installation_id is not None:
-                token = await self._tokens.get(installation_id)
-                headers["Authorization"] = f"token {token}"
-            if write and state is not None:
-                await state.pacer.wait_turn()
-            try:
-                response = await op(headers)
-            except RequestFailed as exc:
-                raw = exc.response.raw_response
-                detail = response_message(raw)
-                limited = rate_limit_wait(
-                    status=raw.status_code,
-                    headers=raw.headers,
-                    message=detail,
-                    attempt=attempt,
-                    now_epoch=self._wall(),
-                )
-                self._observe(
-                    method, route, raw.status_code, raw.headers, state, limited is not None
-                )
-                if raw.status_code in accepted:
-                    return exc.response
-                error = github_error(
-                    f"GitHub {method} {route} failed: {raw.status_code} {detail}",
-                    github_status=raw.status_code,
-                    detail=detail,
-                    route=route,
-                    rate_limited=limited is not None,
-                )
-                if raw.status_code == 401 and token is not None and not refreshed:
-                    # The token may have been revoked or expired early: fetch a new one once.
-                    refreshed = True
-                    log.warning("github.token_rejected", method=method, route=route)
-                    self._tokens.invalidate(installation_id or 0, token)
-                    raise _Retry(0.0, error) from None
-                if raw.status_code >= 500 and not replay_safe:
-                    # GitHub may have created the object before failing: the caller
-                    # checks before trying again (see bot/service/worker/publish.py).
-                    raise error from None
-                # A rate-limited POST is repeated even when not replay-safe: GitHub
-                # refuses it rather than performing it ("temporarily blocked from
-                # content creation. Please retry your request again later.") and its
-                # rate-limit docs say to retry the request once the wait is over.
-                decision = decide(
-                    status=raw.status_code,
-                    headers=raw.headers,
-                    message=detail,
-                    attempt=attempt,
-                    max_wait_s=self._max_wait_s,
-                    now_epoch=self._wall(),
-                )
-                if limited is not None and state is not None:
-                    quiet_s = limited[0] if decision.wait_s is None else decision.wait_s
-                    self._block(state, quiet_s, route)
-                    await self._share_block(installation_id, quiet_s)
-                if limited is not None and decision.wait_s is None:  # longer than the cap
-                    resume_at = self._wall() + limited[0]
-                    raise RateLimited(
-                        str(error), github_status=raw.status_code, resume_at=resume_at
-                    ) from None
-                if decision.retry and decision.wait_s is not None:
-                    log.info("github.retrying", method=method, route=route, reason=decision.reason)
-                    raise _Retry(decision.wait_s, error) from None
-                raise error from None
-            except RequestError as exc:
-                self._observe(method, route, 0, None, state)
-                inner = exc.exc
-                error = github_error(f"GitHub {method} {route} failed: {type(inner).__name__}")
-                # A connect failure never reached GitHub; a timeout or a dropped
-                # connection might have, so only requests safe to replay are repeated.
-                never_sent = isinstance(inner, httpx.ConnectError | httpx.ConnectTimeout)
-                if isinstance(exc, RequestTimeout | RequestError) and (never_sent or replay_safe):
-                    decision = decide(
-                        status=0,
-                        headers={},
-                        message="",
-                        attempt=attempt,
-                        max_wait_s=self._max_wait_s,
-                        now_epoch=self._wall(),
-                    )
-                    if decision.wait_s is not None:
-                        raise _Retry(decision.wait_s, error) from None
-                raise error from None
-            except pydantic.ValidationError as exc:
-                # githubkit validates request bodies before sending them.
-                raise github_error(f"invalid request for GitHub {method} {route}") from exc
-            self._observe(method, route, response.status_code, response.headers, state)
-            return response
-
+        state = self._throttle.state(installation_id) if installation_id is not None else None
+        call = _Call(
+            method, route, op, installation_id, write, replay_safe, frozenset(ok_statuses), state
+        )
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._max_attempts),
             retry=retry_if_exception_type(_Retry),
@@ -558,67 +354,133 @@ class GitHubSession:
         try:
             async for attempt in retrying:
                 with attempt:
-                    return await attempt_once(attempt.retry_state.attempt_number)
+                    return await self._attempt_once(call, attempt.retry_state.attempt_number)
         except _Retry as exc:
             raise exc.error from None
         raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover
 
-    def _block(self, state: _InstallationState, wait_s: float, route: str) -> None:
-        """Hold every call to the installation for ``wait_s`` (GitHub: "Continuing to
-        make requests while you are rate limited may result in the banning of your
-        integration"). A wait beyond the cap is recorded too: calls then fail at once."""
-        until = self._clock() + wait_s
-        if until > state.blocked_until:
-            state.blocked_until = until
-            log.warning("github.rate_limited", route=route, wait_s=round(wait_s, 1))
-
-    async def _share_block(self, installation_id: int | None, wait_s: float) -> None:
-        """With shared pacing, other processes' writes to the installation wait too
-        (their reads find the limit themselves, one refused request each)."""
-        if self._write_slots is None or installation_id is None:
-            return
-        # A millisecond over: the database keeps microseconds, and a hold rounded
-        # down would let a write out just before GitHub's wait is over.
-        until = datetime.fromtimestamp(self._wall() + wait_s + 0.001, UTC)
+    async def _attempt_once(self, call: _Call, attempt: int) -> Response[Any]:
+        """One attempt of ``call``: its answer, or ``_Retry`` or the final error."""
+        headers, token = await self._prepare(call)
         try:
-            slots = self._write_slots
-            await store_call(slots, slots.hold_writes, installation_id, until)
-        except StoreError as exc:  # this process still waits; the others find out
-            log.warning("github.hold_not_shared", error=exc.code)
+            response = await call.op(headers)
+        except RequestFailed as exc:
+            return await self._refused(call, exc, token, attempt)
+        except RequestError as exc:
+            raise self._unanswered(call, exc, attempt) from None
+        except pydantic.ValidationError as exc:
+            # githubkit validates request bodies before sending them.
+            raise github_error(f"invalid request for GitHub {call.method} {call.route}") from exc
+        status, response_headers = response.status_code, response.headers
+        self._throttle.observe(call.method, call.route, status, response_headers, call.state)
+        return response
 
-    async def _wait_unblocked(self, state: _InstallationState, method: str, route: str) -> None:
-        while True:
-            until = state.blocked_until
-            delay = until - self._clock()
-            if delay <= 0:
-                return
-            if delay > self._max_wait_s:
-                # The run is handed back until then (bot/service/worker/pool.py).
-                raise RateLimited(
-                    f"GitHub {method} {route} not sent: the installation is rate-limited "
-                    f"for {delay:.0f}s more",
-                    github_status=None,
-                    resume_at=self._wall() + delay,
-                )
-            await self._sleep(delay)
-            if state.blocked_until == until:  # not extended while we slept
-                return
+    async def _prepare(self, call: _Call) -> tuple[dict[str, str], str | None]:
+        """The headers of one attempt (and its installation token), sent once the
+        installation's rate-limit hold is over and, for a write, its turn has come."""
+        if call.state is not None:
+            await self._throttle.wait_unblocked(call.state, call.method, call.route)
+        headers = self.base_headers
+        token: str | None = None
+        if call.installation_id is not None:
+            token = await self._tokens.get(call.installation_id)
+            headers["Authorization"] = f"token {token}"
+        if call.write and call.state is not None:
+            await call.state.pacer.wait_turn()
+        return headers, token
 
-    def _observe(
+    async def _refused(
+        self, call: _Call, exc: RequestFailed, token: str | None, attempt: int
+    ) -> Response[Any]:
+        """GitHub answered with an error status: that answer when the caller handles
+        it (``ok_statuses``); else raises ``_Retry``, ``RateLimited`` or the error."""
+        raw = exc.response.raw_response
+        detail = response_message(raw)
+        limited = rate_limit_wait(
+            status=raw.status_code,
+            headers=raw.headers,
+            message=detail,
+            attempt=attempt,
+            now_epoch=self._wall(),
+        )
+        self._throttle.observe(
+            call.method, call.route, raw.status_code, raw.headers, call.state, limited is not None
+        )
+        if raw.status_code in call.accepted:
+            return exc.response
+        error = github_error(
+            f"GitHub {call.method} {call.route} failed: {raw.status_code} {detail}",
+            github_status=raw.status_code,
+            detail=detail,
+            route=call.route,
+            rate_limited=limited is not None,
+        )
+        if raw.status_code == 401 and token is not None and not call.refreshed:
+            # The token may have been revoked or expired early: fetch a new one once.
+            call.refreshed = True
+            log.warning("github.token_rejected", method=call.method, route=call.route)
+            self._tokens.invalidate(call.installation_id or 0, token)
+            raise _Retry(0.0, error) from None
+        if raw.status_code >= 500 and not call.replay_safe:
+            # GitHub may have created the object before failing: the caller
+            # checks before trying again (see bot/service/worker/publish.py).
+            raise error from None
+        raise await self._after_refusal(call, raw, detail, limited, error, attempt) from None
+
+    async def _after_refusal(
         self,
-        method: str,
-        route: str,
-        status: int,
-        headers: Mapping[str, str] | None,
-        state: _InstallationState | None,
-        rate_limited: bool = False,
-    ) -> None:
-        if state is not None and headers is not None:
-            remaining = headers.get("x-ratelimit-remaining")
-            if remaining is not None and remaining.isdigit():
-                state.rate_limit_remaining = int(remaining)
-        if self._on_request is not None:
-            try:
-                self._on_request(method, route, status, rate_limited)
-            except Exception:  # metrics must never break a GitHub call
-                log.exception("github.on_request_failed")
+        call: _Call,
+        raw: httpx.Response,
+        detail: str,
+        limited: tuple[float, str] | None,
+        error: GitHubError,
+        attempt: int,
+    ) -> Exception:
+        """What a refused call ends in: ``_Retry`` after the wait GitHub asks for,
+        ``RateLimited`` when that wait is beyond the cap, or the error itself. A rate
+        limit holds the installation's other calls too (in every process, shared)."""
+        # A rate-limited POST is repeated even when not replay-safe: GitHub
+        # refuses it rather than performing it ("temporarily blocked from
+        # content creation. Please retry your request again later.") and its
+        # rate-limit docs say to retry the request once the wait is over.
+        decision = decide(
+            status=raw.status_code,
+            headers=raw.headers,
+            message=detail,
+            attempt=attempt,
+            max_wait_s=self._max_wait_s,
+            now_epoch=self._wall(),
+        )
+        if limited is not None and call.state is not None:
+            quiet_s = limited[0] if decision.wait_s is None else decision.wait_s
+            self._throttle.block(call.state, quiet_s, call.route)
+            await self._throttle.share_block(call.installation_id, quiet_s)
+        if limited is not None and decision.wait_s is None:  # longer than the cap
+            resume_at = self._wall() + limited[0]
+            return RateLimited(str(error), github_status=raw.status_code, resume_at=resume_at)
+        if decision.retry and decision.wait_s is not None:
+            reason = decision.reason
+            log.info("github.retrying", method=call.method, route=call.route, reason=reason)
+            return _Retry(decision.wait_s, error)
+        return error
+
+    def _unanswered(self, call: _Call, exc: RequestError[Any], attempt: int) -> Exception:
+        """No answer from GitHub: ``_Retry`` when the request may be repeated, else
+        the error. A connect failure never reached GitHub; a timeout or a dropped
+        connection might have, so only requests safe to replay are repeated."""
+        self._throttle.observe(call.method, call.route, 0, None, call.state)
+        inner = exc.exc
+        error = github_error(f"GitHub {call.method} {call.route} failed: {type(inner).__name__}")
+        never_sent = isinstance(inner, httpx.ConnectError | httpx.ConnectTimeout)
+        if isinstance(exc, RequestTimeout | RequestError) and (never_sent or call.replay_safe):
+            decision = decide(
+                status=0,
+                headers={},
+                message="",
+                attempt=attempt,
+                max_wait_s=self._max_wait_s,
+                now_epoch=self._wall(),
+            )
+            if decision.wait_s is not None:
+                return _Retry(decision.wait_s, error)
+        return error
