@@ -53,13 +53,7 @@ class ModelRouter:
         scripted_responder: ReplyScript | None = None,
         shared_limits: SharedLimits | None = None,
     ) -> None:
-        for name in settings.endpoints:
-            if not name or "/" in name:
-                raise ConfigError(f"endpoint name {name!r} must be non-empty and contain no '/'")
-        _check_base_url("OPENAI_BASE_URL", settings.openai_base_url)
-        _check_base_url("ANTHROPIC_BASE_URL", settings.anthropic_base_url)
-        for name, endpoint in settings.endpoints.items():
-            _check_base_url(f"endpoint {name!r} base_url", endpoint.base_url)
+        _check_settings(settings)
         policy = RetryPolicy.from_settings(settings)
         # Every call is priced here, by the deployment's book, whatever the provider.
         self.prices = replace(
@@ -78,9 +72,35 @@ class ModelRouter:
         self._client = LeanAsyncClient(
             transport=transport or AiohttpTransport(), timeout=policy.timeout_s
         )
-        self._providers: dict[str, Provider] = {}
-        available = {"scripted"}
+        self._providers: dict[str, Provider] = {"scripted": ScriptedProvider(scripted_responder)}
+        self._available = frozenset(
+            {"scripted"}
+            | self._builtin_providers(settings, policy, limits)
+            | self._named_endpoints(settings, policy, limits)
+        )
+        self._configure_gates(settings, limits, policy, shared_limits)
+        # Resolved now: a typo'd model limit would silently limit nothing.
+        self._model_limits = {
+            "/".join(self.resolve(ref)): n for ref, n in settings.model_concurrency.items()
+        }
+        # One limiter per limited model, made on first use (inside the event loop).
+        self._model_limiters: dict[str, anyio.CapacityLimiter] = {}
+        # Agent seats (`agent:<cli>`): checked when a spec names one, not at start.
+        self.agents = AgentHost.from_settings(settings)
+        self._agent_upstreams = {
+            "anthropic": (settings.anthropic_base_url, _secret(settings.anthropic_api_key) or ""),
+            "openai": (
+                _without_v1(settings.openai_base_url), _secret(settings.openai_api_key) or ""
+            ),
+            "gemini": (settings.gemini_base_url, _secret(settings.gemini_api_key) or ""),
+        }
 
+    def _builtin_providers(
+        self, settings: Settings, policy: RetryPolicy, limits: dict[str, int]
+    ) -> set[str]:
+        """OpenAI (and the OpenAI-compatible aliases) and Anthropic; the names of
+        those this deployment can reach."""
+        available: set[str] = set()
         openai_key = _secret(settings.openai_api_key)
         openai = OpenAIProvider(
             base_url=settings.openai_base_url,
@@ -97,7 +117,6 @@ class ModelRouter:
             available.add("openai")
         if local_server:
             available.update(OPENAI_COMPATIBLE_ALIASES)
-
         anthropic_key = _secret(settings.anthropic_api_key)
         self._providers["anthropic"] = AnthropicProvider(
             base_url=settings.anthropic_base_url,
@@ -108,28 +127,15 @@ class ModelRouter:
         )
         if anthropic_key:
             available.add("anthropic")
+        return available
 
-        self._providers["scripted"] = ScriptedProvider(scripted_responder)
-
+    def _named_endpoints(
+        self, settings: Settings, policy: RetryPolicy, limits: dict[str, int]
+    ) -> set[str]:
         for name, endpoint in settings.endpoints.items():
             endpoint = endpoint.model_copy(update={"max_concurrency": limits[name]})
             self._providers[name] = self._endpoint_provider(name, endpoint, policy)
-            available.add(name)
-        self._available = frozenset(available)
-        self._configure_gates(settings, limits, policy, shared_limits)
-        # Resolved now: a typo'd model limit would silently limit nothing.
-        self._model_limits = {
-            "/".join(self.resolve(ref)): n for ref, n in settings.model_concurrency.items()
-        }
-        # One limiter per limited model, made on first use (inside the event loop).
-        self._model_limiters: dict[str, anyio.CapacityLimiter] = {}
-        # Agent seats (`agent:<cli>`): checked when a spec names one, not at start.
-        self.agents = AgentHost.from_settings(settings)
-        self._agent_upstreams = {
-            "anthropic": (settings.anthropic_base_url, anthropic_key or ""),
-            "openai": (_without_v1(settings.openai_base_url), openai_key or ""),
-            "gemini": (settings.gemini_base_url, _secret(settings.gemini_api_key) or ""),
-        }
+        return set(settings.endpoints)
 
     def _configure_gates(
         self,
@@ -268,70 +274,63 @@ class ModelRouter:
     async def _complete(self, request: ModelRequest) -> Turn:
         started = time.monotonic()
         last_class: DropClass = "unavailable"
-        last_ref = request.models[-1] if request.models else ""
         for ref in request.models:
-            try:
-                provider_name, model = self.resolve(ref)
-            except ConfigError as exc:
-                # A bad fallback must not sink the persona while another ref may work.
-                log.warning("model reference unusable", slot=request.key.slot, error=str(exc))
-                last_class = "unavailable"
-                continue
-            if provider_name not in self._available:
-                log.warning("model provider not configured", model=ref, slot=request.key.slot)
-                last_class = "unavailable"
-                continue
-            try:
-                async with self._model_slot(f"{provider_name}/{model}"):
-                    completion = await self._providers[provider_name].generate(
-                        model, request.prompt, request.max_output_tokens
-                    )
-            except ModelError as exc:
-                last_class = drop_class_of(exc.drop_class)
-                log.warning(
-                    "model call failed",
-                    model=ref,
-                    slot=request.key.slot,
-                    drop_class=last_class,
-                    error=str(exc),
-                )
-                continue
-            except (httpx.HTTPError, httpx.InvalidURL) as exc:
-                # Providers map httpx errors themselves; this keeps the promise above
-                # if one slips through, so the fallbacks still run.
-                last_class = "provider_error"
-                log.warning(
-                    "model call failed",
-                    model=ref,
-                    slot=request.key.slot,
-                    drop_class=last_class,
-                    error=type(exc).__name__,
-                )
-                continue
-            if completion.truncated:
-                # Kept: a cut-off answer usually still carries its points. Logged so
-                # a too-small output budget shows up.
-                log.warning(
-                    "model.truncated",
-                    model=ref,
-                    slot=request.key.slot,
-                    max_output_tokens=request.max_output_tokens,
-                    output_tokens=completion.usage.output_tokens,
-                )
-            return Turn(
-                key=request.key,
-                text=completion.text,
-                model=ref,
-                usage=self.prices.charge(f"{provider_name}/{model}", completion.usage),
-                truncated=completion.truncated,
-            )
+            answered = await self._try(ref, request)
+            if isinstance(answered, Turn):
+                return answered
+            last_class = answered
         return Turn(
             key=request.key,
             text="",
-            model=last_ref,
+            model=request.models[-1] if request.models else "",
             usage=Usage(latency_ms=int((time.monotonic() - started) * 1000)),
             status="dropped",
             drop_class=last_class,
+        )
+
+    async def _try(self, ref: str, request: ModelRequest) -> Turn | DropClass:
+        """One model of the request's list: its turn, or why it could not answer
+        (a bad fallback must not sink the persona while another may work)."""
+        try:
+            provider_name, model = self.resolve(ref)
+        except ConfigError as exc:
+            log.warning("model reference unusable", slot=request.key.slot, error=str(exc))
+            return "unavailable"
+        if provider_name not in self._available:
+            log.warning("model provider not configured", model=ref, slot=request.key.slot)
+            return "unavailable"
+        try:
+            async with self._model_slot(f"{provider_name}/{model}"):
+                completion = await self._providers[provider_name].generate(
+                    model, request.prompt, request.max_output_tokens
+                )
+        except ModelError as exc:
+            drop = drop_class_of(exc.drop_class)
+            log.warning("model call failed", model=ref, slot=request.key.slot,
+                        drop_class=drop, error=str(exc))  # fmt: skip
+            return drop
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            # Providers map httpx errors themselves; this keeps the promise above
+            # if one slips through, so the fallbacks still run.
+            log.warning("model call failed", model=ref, slot=request.key.slot,
+                        drop_class="provider_error", error=type(exc).__name__)  # fmt: skip
+            return "provider_error"
+        if completion.truncated:
+            # Kept: a cut-off answer usually still carries its points. Logged so
+            # a too-small output budget shows up.
+            log.warning(
+                "model.truncated",
+                model=ref,
+                slot=request.key.slot,
+                max_output_tokens=request.max_output_tokens,
+                output_tokens=completion.usage.output_tokens,
+            )
+        return Turn(
+            key=request.key,
+            text=completion.text,
+            model=ref,
+            usage=self.prices.charge(f"{provider_name}/{model}", completion.usage),
+            truncated=completion.truncated,
         )
 
     def _model_slot(self, ref: str) -> contextlib.AbstractAsyncContextManager[object]:
@@ -366,6 +365,17 @@ def _provider_limits(settings: Settings) -> dict[str, int]:
     limits.update({name: e.max_concurrency for name, e in settings.endpoints.items()})
     limits.update(settings.provider_concurrency)
     return limits
+
+
+def _check_settings(settings: Settings) -> None:
+    """Endpoint names and base URLs no request could use: refused at start."""
+    for name in settings.endpoints:
+        if not name or "/" in name:
+            raise ConfigError(f"endpoint name {name!r} must be non-empty and contain no '/'")
+    _check_base_url("OPENAI_BASE_URL", settings.openai_base_url)
+    _check_base_url("ANTHROPIC_BASE_URL", settings.anthropic_base_url)
+    for name, endpoint in settings.endpoints.items():
+        _check_base_url(f"endpoint {name!r} base_url", endpoint.base_url)
 
 
 def _check_base_url(setting: str, url: str) -> None:
