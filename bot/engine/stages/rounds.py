@@ -112,23 +112,23 @@ def _request(inputs: Inputs, run: RunView, key: TurnKey, phase: Phase, r: int) -
     own = run.latest_ok(seat.name, key.tier)
     recs = run.records(key.tier)
     words = prompts.word_budget(spec)
-    suffix = prompts.persona_suffix(
-        spec=spec,
+    view = prompts.PersonaRound(
         phase=phase,
         seat=prompts.SeatView(seat.name, seat.lens),
         seat_no=seat.index + 1,
         n_seats=len(run.seats),
-        others=[prompts.SeatView(o.name, o.lens) for o in others],
+        others=tuple(prompts.SeatView(o.name, o.lens) for o in others),
         points=run.points,
         round_no=r,
         rounds=spec.rounds,
-        quoted=quoted,
+        quoted=tuple(quoted),
         own_last=prompts.QuotedTurn(seat.name, own.key.round, own.text) if own else None,
         contested=recs[-1].open if recs else (),
         words=words,
         tier=key.tier,
         escalation_summary=run.summaries.get(key.tier, ""),
     )
+    suffix = prompts.persona_suffix(spec, view)
     return ModelRequest(
         key,
         run.seat_models(seat, key.tier),

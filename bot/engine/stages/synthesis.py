@@ -8,6 +8,7 @@ from functools import partial
 from bot.engine import prompts
 from bot.engine.citations import unverified_lines
 from bot.engine.stages.inputs import Inputs
+from bot.engine.synthesis_prompt import SynthesisBrief, synthesis_suffix
 from bot.engine.text import clip
 from bot.engine.tools import budget_for
 from bot.engine.types import JUDGE, ModelRequest, TurnKey
@@ -88,20 +89,22 @@ def _request(inputs: Inputs, run: RunView, key: TurnKey) -> ModelRequest:
         if t is not None:
             finals.append(prompts.QuotedTurn(s.name, t.key.round, t.text))
     words = synthesis_words(run)
-    suffix = prompts.synthesis_suffix(
-        spec=spec,
+    brief = SynthesisBrief(
         synthesizer=JUDGE if key.slot == JUDGE else key.slot,
-        seats=[prompts.SeatView(s.name, s.lens) for s in run.seats],
+        seats=tuple(prompts.SeatView(s.name, s.lens) for s in run.seats),
         points=run.points,
-        ledger_lines=ledger_lines(run),
-        finals=finals,
-        resolutions=resolutions(run),
-        notes=[n for n in run.notes if n.startswith("Budget:")]
-        + [f"{name} was dropped ({t.drop_class})." for name, t in run.dropped.items()],
+        ledger_lines=tuple(ledger_lines(run)),
+        finals=tuple(finals),
+        resolutions=tuple(resolutions(run)),
+        notes=tuple(
+            [n for n in run.notes if n.startswith("Budget:")]
+            + [f"{name} was dropped ({t.drop_class})." for name, t in run.dropped.items()]
+        ),
         words=words,
         escalation_summary=run.summaries.get(run.tier, ""),
-        unverified=unverified_by_persona(run),
+        unverified=tuple((name, tuple(items)) for name, items in unverified_by_persona(run)),
     )
+    suffix = synthesis_suffix(spec, brief)
     models = run.judge if key.slot == JUDGE else run.seat_models(run.seat(key.slot), run.tier)
     return ModelRequest(
         key,
