@@ -272,34 +272,8 @@ async def post_json(
         response = await _through_gate(
             gate, lambda: _send(client, url, headers, body, policy, label), policy, label
         )
-        try:
-            _raise_for_status(response, label, secrets)
-        except TransientModelError as exc:
-            if exc.retry_after is not None and exc.retry_after > policy.max_wait_s:
-                # Retrying sooner than asked just draws more refusals and burns the
-                # attempts; give up on this model so the router tries the next one.
-                log.warning(
-                    "model call not retried: server asks for a longer wait",
-                    call=label,
-                    retry_after_s=round(exc.retry_after, 3),
-                    max_wait_s=policy.max_wait_s,
-                )
-                raise ModelError(
-                    f"{exc} (Retry-After {exc.retry_after:g}s exceeds the "
-                    f"{policy.max_wait_s:g}s cap)",
-                    drop_class="rate_limited",
-                ) from exc
-            raise
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise ModelError(
-                f"{label}: response is not JSON", drop_class="unusable_output"
-            ) from exc
-        if not isinstance(data, dict):
-            raise ModelError(
-                f"{label}: response is not a JSON object", drop_class="unusable_output"
-            )
+        _check_answer(response, policy, label, secrets)
+        data = _json_object(response, label)
         output = _output_tokens(data)
         if output is not None:
             gate.learn_output(output)
@@ -322,6 +296,40 @@ async def post_json(
     )
     result: dict[str, Any] = await retrying(attempt)
     return result
+
+
+def _check_answer(
+    response: httpx.Response, policy: RetryPolicy, label: str, secrets: tuple[str, ...]
+) -> None:
+    """A refusal raised as the error it is; a wait longer than the cap is not
+    retried (retrying sooner than asked draws more refusals and burns the
+    attempts): the router tries the next model instead."""
+    try:
+        _raise_for_status(response, label, secrets)
+    except TransientModelError as exc:
+        if exc.retry_after is not None and exc.retry_after > policy.max_wait_s:
+            log.warning(
+                "model call not retried: server asks for a longer wait",
+                call=label,
+                retry_after_s=round(exc.retry_after, 3),
+                max_wait_s=policy.max_wait_s,
+            )
+            raise ModelError(
+                f"{exc} (Retry-After {exc.retry_after:g}s exceeds the "
+                f"{policy.max_wait_s:g}s cap)",
+                drop_class="rate_limited",
+            ) from exc
+        raise
+
+
+def _json_object(response: httpx.Response, label: str) -> dict[str, Any]:
+    try:
+        data = response.json()
+    except ValueError as exc:
+        raise ModelError(f"{label}: response is not JSON", drop_class="unusable_output") from exc
+    if not isinstance(data, dict):
+        raise ModelError(f"{label}: response is not a JSON object", drop_class="unusable_output")
+    return data
 
 
 def _output_tokens(data: Mapping[str, Any]) -> int | None:
