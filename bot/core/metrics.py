@@ -188,7 +188,10 @@ class Metrics:
             ["provider", "drop_class"],
             registry=r,
         )
-        # Repository tools and citations (bot/run/tool_loop.py).
+        self._evidence(r)
+
+    def _evidence(self, r: CollectorRegistry) -> None:
+        """Repository tools and citations (bot/run/tool_loop.py)."""
         self.tool_calls = Counter(
             "debate_bot_tool_calls",
             "Repository tool calls by tool and result (ok, refused, over_budget)",
