@@ -54,6 +54,7 @@ from bot.engine.types import (
 from bot.models.base import (
     Conversation,
     Route,
+    ToolStep,
     add_usage,
     drop_class_of,
     prompt_tokens,
@@ -230,28 +231,8 @@ class ToolLoop:
         while True:
             if route.ref in self.no_tools:
                 return await self._static(request, route, state, n, "the server refused tools")
-            final = state.spent(budget)
-            # The byte budget bounds the answers; this bounds what a verbose model
-            # wrote beside its calls (rarely reached: the prefix cache stays intact).
-            history, dropped = trim_history(tuple(state.history), HISTORY_FACTOR * budget.max_bytes)
-            notes = [TRIMMED.format(n=dropped)] if dropped else []
-            conversation = Conversation(
-                prompt=request.prompt,
-                history=history,
-                tools=budget.tools,
-                final=final,
-                note=" ".join([*notes, BUDGET_NOTE] if final else notes),
-            )
             try:
-                with calling(
-                    self.share,
-                    prompt_tokens(conversation.as_prompt()),
-                    request.max_output_tokens,
-                ):
-                    async with route.slot():
-                        step = await route.provider.step(
-                            route.model, conversation, request.max_output_tokens
-                        )
+                step = await self._ask(request, route, state)
             except ToolsUnsupported as exc:
                 log.warning("model refused tools", model=route.ref, error=str(exc))
                 self.no_tools.add(route.ref)
@@ -281,6 +262,31 @@ class ToolLoop:
             await self._save(request, saved)
             state.add(saved)
             n += 1
+
+    async def _ask(self, request: ModelRequest, route: Route, state: _State) -> ToolStep:
+        """One step of the loop: the conversation so far, with the tools offered
+        until the turn's budget is spent (then asked to answer without them)."""
+        budget = request.tools
+        assert budget is not None
+        final = state.spent(budget)
+        # The byte budget bounds the answers; this bounds what a verbose model
+        # wrote beside its calls (rarely reached: the prefix cache stays intact).
+        history, dropped = trim_history(tuple(state.history), HISTORY_FACTOR * budget.max_bytes)
+        notes = [TRIMMED.format(n=dropped)] if dropped else []
+        conversation = Conversation(
+            prompt=request.prompt,
+            history=history,
+            tools=budget.tools,
+            final=final,
+            note=" ".join([*notes, BUDGET_NOTE] if final else notes),
+        )
+        with calling(
+            self.share, prompt_tokens(conversation.as_prompt()), request.max_output_tokens
+        ):
+            async with route.slot():
+                return await route.provider.step(
+                    route.model, conversation, request.max_output_tokens
+                )
 
     async def _static(
         self, request: ModelRequest, route: Route, state: _State, n: int, why: str
