@@ -372,103 +372,120 @@ class Worker:
         )
 
     async def _drive_with(self, gh: InstallationClient, run: RunRow, spec: DebateSpec) -> None:
-        svc, lease = self.svc, self.svc.settings.lease_s
+        svc = self.svc
         finisher = self._finisher(gh, run)
         lost = anyio.Event()
 
-        async def renew() -> None:
-            failures = 0
-            while True:
-                await anyio.sleep(lease / 3)
-                try:
-                    ok = await svc.db.renew_lease(run.id, self.id, lease)
-                    failures = 0
-                except BotError:  # a blip: two more tries before the lease can lapse
-                    failures += 1
-                    ok = failures < 3
-                if not ok:
-                    lost.set()
-                    return
-
         async def check_alive(control: RunControl | None) -> None:
-            if lost.is_set():
-                raise LeaseLost(run.id)
-            if self._draining:  # between batches: every finished turn is stored
-                raise Draining(run.id)
-            if control is None:
-                control = await svc.db.run_control(run.id)
-            if control is None or control.lease_owner != self.id:
-                raise LeaseLost(run.id)
-            if control.cancel_requested:
-                raise Cancelled(run.id)
+            await self._check_alive(run.id, lost, control)
 
-        def on_turn(turn: Turn) -> None:
-            provider = turn.model.split("/", 1)[0] if turn.model else "none"
-            svc.metrics.model_latency.labels(provider, turn.status).observe(
-                turn.usage.latency_ms / 1000
-            )
-            if turn.status == "dropped":
-                svc.metrics.model_errors.labels(provider, turn.drop_class or "unknown").inc()
-            m = svc.metrics.model_tokens
-            m.labels(provider, "input").inc(turn.usage.input_tokens)
-            m.labels(provider, "output").inc(turn.usage.output_tokens)
-            m.labels(provider, "cached").inc(turn.usage.cached_tokens)
-            log.info(
-                "turn.done",
-                turn=turn.key.id(),
-                model=turn.model,
-                status=turn.status,
-                drop=turn.drop_class,
-                ms=turn.usage.latency_ms,
-            )
-
-        driver = RunDriver(
-            svc.db,
-            RunCalls.of(svc.models, run),
-            finisher.publisher,
-            run,
-            spec,
-            check_alive,
-            on_turn,
-        )
+        calls = RunCalls.of(svc.models, run)
+        driver = RunDriver(svc.db, calls, finisher.publisher, run, spec, check_alive, self._on_turn)
         outcome: Outcome | None = None
         async with anyio.create_task_group() as tg:
-            tg.start_soon(renew)
+            tg.start_soon(self._renew, run.id, lost)
             try:
-                async with await self._models(gh, run, spec) as models:
-                    driver.models = models
-                    outcome = await driver.drive()
-                turns = await svc.db.load_turns(run.id)
-                await finisher.finish(outcome, tokens_and_cost(turns), self.id)
-            except LeaseLost:
-                log.warning("run.lease_lost")
-            except Draining:
-                log.info("run.draining")  # handed back by `_drive_slot`
-            except Cancelled:
-                await finisher.cancelled(self.id)
-            except RateLimited as exc:
-                # Not a crash: every finished turn is stored, and no worker waits
-                # out the limit; whichever claims the run after it resumes it.
-                until = datetime.fromtimestamp(exc.resume_at, UTC)
-                log.warning("run.rate_limited", resume_at=until.isoformat(), detail=str(exc))
-                await svc.db.defer_run(run.id, self.id, until)
-            except TargetGone as exc:
-                # Deleted, transferred or locked: end the run now, and post nothing
-                # more there (it would fail the same way).
-                log.warning("run.target_gone", error=exc.code, detail=str(exc))
-                await finisher.failed(exc.code, exc.public, self.id, notice=False)
-            except BotError as exc:
-                if is_transient(exc) and run.crashes < MAX_ATTEMPTS:
-                    # Every finished turn is stored: a later attempt resumes for free.
-                    log.warning("run.interrupted", error=exc.code, detail=str(exc))
-                else:
-                    log.warning("run.failed", error=exc.code, detail=str(exc))
-                    await finisher.failed(exc.code, exc.public, self.id)
-            except Exception:
-                log.exception("run.crashed")
-                await finisher.failed(
-                    "internal_error", "debate-bot hit an internal error.", self.id
-                )
+                outcome = await self._drive_to_end(gh, run, spec, driver, finisher)
             finally:
                 tg.cancel_scope.cancel()
         log.info("run.released", outcome=outcome.kind if outcome else None)
+
+    async def _renew(self, run_id: str, lost: anyio.Event) -> None:
+        """Renew the run's lease every third of it; set ``lost`` when it is gone."""
+        svc, lease = self.svc, self.svc.settings.lease_s
+        failures = 0
+        while True:
+            await anyio.sleep(lease / 3)
+            try:
+                ok = await svc.db.renew_lease(run_id, self.id, lease)
+                failures = 0
+            except BotError:  # a blip: two more tries before the lease can lapse
+                failures += 1
+                ok = failures < 3
+            if not ok:
+                lost.set()
+                return
+
+    async def _check_alive(
+        self, run_id: str, lost: anyio.Event, control: RunControl | None
+    ) -> None:
+        """Between batches: raise LeaseLost, Draining or Cancelled when the run
+        must stop here (``control`` as the last saved turn read it, or None)."""
+        if lost.is_set():
+            raise LeaseLost(run_id)
+        if self._draining:  # between batches: every finished turn is stored
+            raise Draining(run_id)
+        if control is None:
+            control = await self.svc.db.run_control(run_id)
+        if control is None or control.lease_owner != self.id:
+            raise LeaseLost(run_id)
+        if control.cancel_requested:
+            raise Cancelled(run_id)
+
+    def _on_turn(self, turn: Turn) -> None:
+        """A stored turn's metrics and log line."""
+        metrics = self.svc.metrics
+        provider = turn.model.split("/", 1)[0] if turn.model else "none"
+        metrics.model_latency.labels(provider, turn.status).observe(turn.usage.latency_ms / 1000)
+        if turn.status == "dropped":
+            metrics.model_errors.labels(provider, turn.drop_class or "unknown").inc()
+        m = metrics.model_tokens
+        m.labels(provider, "input").inc(turn.usage.input_tokens)
+        m.labels(provider, "output").inc(turn.usage.output_tokens)
+        m.labels(provider, "cached").inc(turn.usage.cached_tokens)
+        log.info(
+            "turn.done",
+            turn=turn.key.id(),
+            model=turn.model,
+            status=turn.status,
+            drop=turn.drop_class,
+            ms=turn.usage.latency_ms,
+        )
+
+    async def _drive_to_end(
+        self,
+        gh: InstallationClient,
+        run: RunRow,
+        spec: DebateSpec,
+        driver: RunDriver,
+        finisher: Finisher,
+    ) -> Outcome | None:
+        """Drive the run and finish it, or end it as what stopped it says: lost,
+        drained, cancelled, rate-limited, gone, interrupted or failed. The outcome,
+        when the debate reached one."""
+        svc = self.svc
+        outcome: Outcome | None = None
+        try:
+            async with await self._models(gh, run, spec) as models:
+                driver.models = models
+                outcome = await driver.drive()
+            turns = await svc.db.load_turns(run.id)
+            await finisher.finish(outcome, tokens_and_cost(turns), self.id)
+        except LeaseLost:
+            log.warning("run.lease_lost")
+        except Draining:
+            log.info("run.draining")  # handed back by `_drive_slot`
+        except Cancelled:
+            await finisher.cancelled(self.id)
+        except RateLimited as exc:
+            # Not a crash: every finished turn is stored, and no worker waits
+            # out the limit; whichever claims the run after it resumes it.
+            until = datetime.fromtimestamp(exc.resume_at, UTC)
+            log.warning("run.rate_limited", resume_at=until.isoformat(), detail=str(exc))
+            await svc.db.defer_run(run.id, self.id, until)
+        except TargetGone as exc:
+            # Deleted, transferred or locked: end the run now, and post nothing
+            # more there (it would fail the same way).
+            log.warning("run.target_gone", error=exc.code, detail=str(exc))
+            await finisher.failed(exc.code, exc.public, self.id, notice=False)
+        except BotError as exc:
+            if is_transient(exc) and run.crashes < MAX_ATTEMPTS:
+                # Every finished turn is stored: a later attempt resumes for free.
+                log.warning("run.interrupted", error=exc.code, detail=str(exc))
+            else:
+                log.warning("run.failed", error=exc.code, detail=str(exc))
+                await finisher.failed(exc.code, exc.public, self.id)
+        except Exception:
+            log.exception("run.crashed")
+            await finisher.failed("internal_error", "debate-bot hit an internal error.", self.id)
+        return outcome
