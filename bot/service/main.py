@@ -10,11 +10,12 @@ import signal
 import socket
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import anyio
 import uvicorn
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 from fastapi import FastAPI
 
 from bot.core.explain import check_sqlite_folder
@@ -97,6 +98,20 @@ def bind_service(settings: Settings, *, web: bool) -> socket.socket | None:
     return None
 
 
+@dataclass
+class _Parts:
+    """What one process serves with: its settings, store and metrics, its worker
+    (None in a web process), the socket it listens on, and the event that starts
+    its stop (set by the first signal, or by a web server that ended)."""
+
+    settings: Settings
+    store: RunStore
+    metrics: Metrics
+    worker: Worker | None
+    sock: socket.socket | None
+    stop: anyio.Event = field(default_factory=anyio.Event)
+
+
 async def serve_async(
     settings: Settings, *, web: bool, worker: bool, sock: socket.socket | None = None
 ) -> None:
@@ -105,92 +120,127 @@ async def serve_async(
     _skip_missing_sniffio()
     _limit_malloc_arenas()  # before the first store call starts a thread
     store = open_store(settings)
-    metrics = Metrics()
-    metrics.watch_runs(store.counts_by_state, store.run_health)
-    metrics.watch_spend(
-        store.spend_totals, store.installation_month_spend, settings.budget_installation_month_usd
-    )
-    metrics.watch_deliveries(store.delivery_backlog)
-    wake = lambda: None  # noqa: E731
-    w: Worker | None = None
-    if worker:
-        if settings.app_id is None and web:
-            log.warning(
-                "worker.disabled",
-                reason="DEBATE_BOT_APP_ID is not set; deliveries are stored but not processed",
-            )
-        else:
-            # Imported here: a `web` process runs no feature, model adapter or
-            # repository reader, and loads none (its route reads DELIVERY_FILTER).
-            from bot.service.worker.pool import Worker
-            from bot.service.worker.triggers import build_triggers
-            from bot.service.worker.wiring import build_services
-
-            # The router once per process (checked against DELIVERY_FILTER).
-            w = Worker(build_services(settings, store, metrics), build_triggers())
+    metrics = _watching(settings, store)
+    w = _build_worker(settings, store, metrics, web=web) if worker else None
     if web and settings.webhook_secret is None:
         log.warning("webhooks.refused", reason="DEBATE_BOT_WEBHOOK_SECRET is not set")
     # Every role, not only the web app: a worker imports the same libraries
     # (githubkit's models alone are a large heap), and full collections walking
     # them stall its event loop, late for paced writes and model calls alike.
     settle_gc()
-    stop = anyio.Event()
+    parts = _Parts(settings, store, metrics, w, sock)
     server: uvicorn.Server | None = None
     async with anyio.create_task_group() as tg:
+        await tg.start(_on_signals, parts.stop, w)
         if w is not None:
-            wake = w.wake
-        await tg.start(_on_signals, stop, w)
-        if w is not None:
-            tg.start_soon(w.run)
-            if store.engine.dialect.name == "postgresql":  # other processes queue work too
-                tg.start_soon(listen_for_work, settings.database_url, w.wake)
-            for loop in w.routes.loops:
-                tg.start_soon(loop, w.svc, w.id)
+            _start_worker(tg, parts, w)
         if web:
-            if settings.webhook_proxy_url:
-                log.info("proxy.enabled")  # the channel URL is a secret of sorts: not logged
-                tg.start_soon(
-                    follow_channel, settings.webhook_proxy_url, local_webhook_url(settings)
-                )
-            deliveries = DELIVERY_FILTER
-            app = create_app(settings, store, metrics, deliveries=deliveries, wake=wake)
-            web_server = server = _http_server(app, settings.host, settings.port)
-            gateway = w.svc.gateway if w is not None else None
-            owner = w.id if w is not None else f"{socket.gethostname()}:{os.getpid()}:web"
-            tg.start_soon(
-                redeliver_forever,
-                settings,
-                store,
-                deliveries,
-                owner,
-                metrics,
-                gateway,
-                lambda: web_server.started,
-            )
-            log.info("web.listening", host=settings.host, port=settings.port)
-            tg.start_soon(_serve_web, server, stop, sock)
+            server = _start_web(tg, parts)
         elif settings.worker_port is not None:
-            server = _http_server(
-                create_ops_app(store, metrics), settings.host, settings.worker_port
-            )
-            log.info("worker.listening", host=settings.host, port=settings.worker_port)
-            tg.start_soon(_serve_web, server, stop, sock)
-        await stop.wait()
-        # SIGTERM: stop taking webhooks, drain the worker (in-flight model calls
-        # finish within the grace, their runs are handed back), then end the rest.
-        # A worker's own port (probes, metrics) stays up through its drain.
-        if server is not None and web:
-            server.should_exit = True
-        if w is not None:
-            w.stop()
-            await w.stopped.wait()
-        if server is not None:
-            server.should_exit = True
+            server = _start_ops(tg, parts)
+        await parts.stop.wait()
+        await _stop(server, w, web=web)
         tg.cancel_scope.cancel()
     if w is not None:
         await w.svc.gateway.aclose()
         await w.svc.models.aclose()
     store.dispose()
+
+
+def _watching(settings: Settings, store: RunStore) -> Metrics:
+    """The process's metrics, reading the runs, spend and deliveries from the store."""
+    metrics = Metrics()
+    metrics.watch_runs(store.counts_by_state, store.run_health)
+    metrics.watch_spend(
+        store.spend_totals, store.installation_month_spend, settings.budget_installation_month_usd
+    )
+    metrics.watch_deliveries(store.delivery_backlog)
+    return metrics
+
+
+def _build_worker(
+    settings: Settings, store: RunStore, metrics: Metrics, *, web: bool
+) -> Worker | None:
+    """The process's worker; None when `serve` has no app id to call GitHub with."""
+    if settings.app_id is None and web:
+        log.warning(
+            "worker.disabled",
+            reason="DEBATE_BOT_APP_ID is not set; deliveries are stored but not processed",
+        )
+        return None
+    # Imported here: a `web` process runs no feature, model adapter or
+    # repository reader, and loads none (its route reads DELIVERY_FILTER).
+    from bot.service.worker.pool import Worker
+    from bot.service.worker.triggers import build_triggers
+    from bot.service.worker.wiring import build_services
+
+    # The router once per process (checked against DELIVERY_FILTER).
+    return Worker(build_services(settings, store, metrics), build_triggers())
+
+
+def _start_worker(tg: TaskGroup, parts: _Parts, w: Worker) -> None:
+    """The worker's loop, its wake-ups from other processes, and its features' loops."""
+    tg.start_soon(w.run)
+    if parts.store.engine.dialect.name == "postgresql":  # other processes queue work too
+        tg.start_soon(listen_for_work, parts.settings.database_url, w.wake)
+    for loop in w.routes.loops:
+        tg.start_soon(loop, w.svc, w.id)
+
+
+def _no_wake() -> None:
+    return None
+
+
+def _start_web(tg: TaskGroup, parts: _Parts) -> _Server:
+    """The web app (webhooks, probes, metrics), the redelivery of missed
+    webhooks, and the webhook proxy's channel when one is set."""
+    settings, store, metrics, w = parts.settings, parts.store, parts.metrics, parts.worker
+    if settings.webhook_proxy_url:
+        log.info("proxy.enabled")  # the channel URL is a secret of sorts: not logged
+        tg.start_soon(follow_channel, settings.webhook_proxy_url, local_webhook_url(settings))
+    deliveries = DELIVERY_FILTER
+    wake = w.wake if w is not None else _no_wake
+    app = create_app(settings, store, metrics, deliveries=deliveries, wake=wake)
+    server = _http_server(app, settings.host, settings.port)
+    gateway = w.svc.gateway if w is not None else None
+    owner = w.id if w is not None else f"{socket.gethostname()}:{os.getpid()}:web"
+    tg.start_soon(
+        redeliver_forever,
+        settings,
+        store,
+        deliveries,
+        owner,
+        metrics,
+        gateway,
+        lambda: server.started,
+    )
+    log.info("web.listening", host=settings.host, port=settings.port)
+    tg.start_soon(_serve_web, server, parts.stop, parts.sock)
+    return server
+
+
+def _start_ops(tg: TaskGroup, parts: _Parts) -> _Server:
+    """A worker's own port: probes and metrics."""
+    settings = parts.settings
+    assert settings.worker_port is not None
+    app = create_ops_app(parts.store, parts.metrics)
+    server = _http_server(app, settings.host, settings.worker_port)
+    log.info("worker.listening", host=settings.host, port=settings.worker_port)
+    tg.start_soon(_serve_web, server, parts.stop, parts.sock)
+    return server
+
+
+async def _stop(server: uvicorn.Server | None, w: Worker | None, *, web: bool) -> None:
+    """SIGTERM: stop taking webhooks, drain the worker (in-flight model calls
+    finish within the grace, their runs are handed back), then end the rest.
+    A worker's own port (probes, metrics) stays up through its drain."""
+    if server is not None and web:
+        server.should_exit = True
+    if w is not None:
+        w.stop()
+        await w.stopped.wait()
+    if server is not None:
+        server.should_exit = True
 
 
 def _http_server(app: FastAPI, host: str, port: int) -> _Server:
