@@ -8,9 +8,9 @@ GitHub and the store through these helpers for everything they share.
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, TypedDict
+from typing import Any, TypedDict, Unpack
 
 from bot.core.aio import both
 from bot.core.errors import (
@@ -31,7 +31,7 @@ from bot.inputs.parser import Command, parse_command, usage_text
 from bot.inputs.plan import choose_mode
 from bot.inputs.repo_config import RepoConfig
 from bot.inputs.text import cap_subject
-from bot.run.admission import Limits, Quota, quota_scope
+from bot.run.admission import Budget, Limits, Quota, quota_scope
 from bot.run.completers import seat_agents
 from bot.run.spec import Overrides, Subject, build_spec
 from bot.service.worker.budgets import (
@@ -59,6 +59,70 @@ class TriggerExtras(TypedDict, total=False):
     queue: Queued
     arbitrated_comment: int
     previous_review: str
+
+
+class StartOptions(TypedDict, total=False):
+    """How ``Responder.start`` starts a run: the fields of ``RunStart`` after its
+    subject, by name."""
+
+    mode: Mode | None
+    link_from: Origin | None
+    review_thread: int | None
+    overrides: Overrides | None
+    arbitration: ArbitrationContext | None
+    extras: TriggerExtras | None
+    commit: str | None
+
+
+class SpecOptions(TypedDict, total=False):
+    """What ``Responder.make_spec`` takes besides the config, command and subject."""
+
+    mode: Mode | None
+    overrides: Overrides | None
+    arbitration: ArbitrationContext | None
+    repo_ref: RepoRef | None
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What starts a run: the trigger's ``origin``, the repo's ``config``, the
+    command and its ``subject``, and how. ``link_from``: the command was made
+    elsewhere and its quota checked there (``quota_ok``) before the issue was
+    filed. ``commit``: what the run reads, when the caller already pinned it (else
+    the PR's head or the default branch's head, now). ``extras``: what the
+    feature adds to the run's trigger record."""
+
+    origin: Origin
+    config: RepoConfig
+    cmd: Command
+    subject: Subject
+    mode: Mode | None = None
+    link_from: Origin | None = None
+    review_thread: int | None = None
+    overrides: Overrides | None = None
+    arbitration: ArbitrationContext | None = None
+    extras: TriggerExtras | None = None
+    commit: str | None = None
+
+
+def _trigger(what: RunStart) -> Trigger:
+    """The trigger record of the run ``what`` starts."""
+    origin, config = what.origin, what.config
+    trigger = Trigger(
+        comment_id=origin.comment_id,
+        review_comment=origin.review_comment,
+        review_thread=what.review_thread,
+        sender=origin.sender,
+        delivery=origin.delivery_id,
+        default_branch=origin.default_branch,
+        running_label=config.running_label,
+        arbitration=ArbitrationActions(
+            config.arbitration.resolve_on_dismissed, config.arbitration.label_on_confirmed
+        ),
+        link_from=what.link_from.issue_number if what.link_from else None,
+        labels=origin.labels,
+    )
+    return replace(trigger, **(what.extras or {}))
 
 
 def addressed_by_default(body: str) -> bool:
@@ -236,59 +300,37 @@ class Responder:
         config: RepoConfig,
         cmd: Command,
         subject: Subject,
-        *,
-        mode: Mode | None = None,
-        link_from: Origin | None = None,
-        review_thread: int | None = None,
-        overrides: Overrides | None = None,
-        arbitration: ArbitrationContext | None = None,
-        extras: TriggerExtras | None = None,
-        commit: str | None = None,
+        **how: Unpack[StartOptions],
     ) -> str:
         """Create a queued run (one active run per issue, within the daily quotas),
-        acknowledge, wake a worker. ``link_from``: the command was made elsewhere
-        and its quota checked there (``quota_ok``) before the issue was filed.
-        ``commit``: what the run reads, when the caller already pinned it (else the
-        PR's head or the default branch's head, now)."""
+        acknowledge, wake a worker: ``start_run`` of a ``RunStart``, whose fields
+        ``how`` sets by name (``mode``, ``link_from``, ``commit``, …)."""
+        return await self.start_run(gh, RunStart(origin, config, cmd, subject, **how))
+
+    async def start_run(self, gh: InstallationClient, what: RunStart) -> str:
+        """Create the queued run ``what`` describes (every refusal is one reply),
+        acknowledge, wake a worker."""
+        origin = what.origin
         run_id = self.svc.new_run_id(origin)
-        repo_ref = await self.pin(gh, origin, commit)
+        repo_ref = await self.pin(gh, origin, what.commit)
         try:
             chosen, spec = self.make_spec(
-                config,
-                cmd,
-                subject,
+                what.config,
+                what.cmd,
+                what.subject,
                 run_id=run_id,
-                mode=mode,
-                overrides=overrides,
-                arbitration=arbitration,
+                mode=what.mode,
+                overrides=what.overrides,
+                arbitration=what.arbitration,
                 repo_ref=repo_ref,
             )
         except ConfigError as exc:
             await self.reply(gh, origin, exc.public)
             return "done"
-        # The budgets, and the estimate they need (`/debate estimate`'s own figure).
-        caps = caps_for(self.svc.settings, config)
         installation = None if gh is None else gh.installation_id
-        estimate = (
-            await forecast_for(self.svc, gh, spec, repo=origin.repo, installation_id=installation)
-            if caps.any
-            else None
-        )
-        budget = budget_for(spec, estimate, caps, self.svc.models.prices)
-        trigger = Trigger(
-            comment_id=origin.comment_id,
-            review_comment=origin.review_comment,
-            review_thread=review_thread,
-            sender=origin.sender,
-            delivery=origin.delivery_id,
-            default_branch=origin.default_branch,
-            running_label=config.running_label,
-            arbitration=ArbitrationActions(
-                config.arbitration.resolve_on_dismissed, config.arbitration.label_on_confirmed
-            ),
-            link_from=link_from.issue_number if link_from else None,
-            labels=origin.labels,
-        )
+        budget = await self._budget(gh, what, spec, installation)
+        # The quota was counted where the command was made (link_from).
+        quota = None if what.link_from else self._quota(what.config)
         try:
             run = await self.svc.db.create_run(
                 repo=origin.repo,
@@ -297,11 +339,10 @@ class Responder:
                 mode=chosen,
                 installation_id=installation,
                 is_pr=origin.is_pr,
-                trigger=replace(trigger, **(extras or {})),
+                trigger=_trigger(what),
                 requested_by=origin.sender,
                 run_id=run_id,
-                # The quota was counted where the command was made (link_from).
-                limits=Limits(None if link_from else self._quota(config), budget),
+                limits=Limits(quota, budget),
             )
         except ActiveRunExists as exc:
             await self.already_running(gh, origin, exc.run)
@@ -311,9 +352,22 @@ class Responder:
             await self.reply(gh, origin, exc.public)
             return "done"
         log.info("run.queued", run=run.id, repo=origin.repo, issue=origin.issue_number, mode=chosen)
-        await self.acknowledge(gh, origin, config, link_from)
+        await self.acknowledge(gh, origin, what.config, what.link_from)
         self.svc.wake()
         return "done"
+
+    async def _budget(
+        self, gh: InstallationClient, what: RunStart, spec: DebateSpec, installation: int | None
+    ) -> Budget | None:
+        """The budgets, and the estimate they need (`/debate estimate`'s own figure)."""
+        caps = caps_for(self.svc.settings, what.config)
+        repo = what.origin.repo
+        estimate = (
+            await forecast_for(self.svc, gh, spec, repo=repo, installation_id=installation)
+            if caps.any
+            else None
+        )
+        return budget_for(spec, estimate, caps, self.svc.models.prices)
 
     async def started(self, origin: Origin) -> RunRow | None:
         """The run ``start`` just created for this origin (None when it replied instead)."""
@@ -351,12 +405,10 @@ class Responder:
         subject: Subject,
         *,
         run_id: str,
-        mode: Mode | None = None,
-        overrides: Overrides | None = None,
-        arbitration: ArbitrationContext | None = None,
-        repo_ref: RepoRef | None = None,
+        **how: Unpack[SpecOptions],
     ) -> tuple[Mode, DebateSpec]:
-        chosen: Mode = mode or cmd.mode or config.mode or choose_mode(subject.text)
+        chosen: Mode = how.get("mode") or cmd.mode or config.mode or choose_mode(subject.text)
+        repo_ref = how.get("repo_ref")
         spec = build_spec(
             command=cmd,
             config=config,
@@ -365,8 +417,8 @@ class Responder:
             subject=subject,
             available_providers=self.svc.models.available_providers(),
             run_id=run_id,
-            arbitration=arbitration,
-            overrides=overrides,
+            arbitration=how.get("arbitration"),
+            overrides=how.get("overrides"),
             repo_ref=repo_ref,
             # The debaters read the pinned commit (bot/repo) when one was pinned.
             tools_available=repo_ref is not None,
