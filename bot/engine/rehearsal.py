@@ -240,94 +240,82 @@ def _vote(f: dict[str, str]) -> str:
 def _synthesis(text: str, f: dict[str, str]) -> str:
     mode = f.get("MODE", "debate")
     points = _int(f.get("POINTS"), 1)
-    subject = subject_of(text)
     if mode == "critique" and f.get("SUBJECT") == "repository":
-        findings = [
-            f"FINDING {i} [{('minor', 'major')[i % 2]}] (files: README.md): Question {i} needs "
-            "a written decision record and a named owner (scripted)."
-            for i in range(1, points + 1)
-        ]
-        strengths = "- Small modules with one job each (scripted)."
-        disagreements = "- Whether to split the service now or later: one persona for, one against."
-        return (
-            "\n".join(
-                [
-                    MARK,
-                    "FINDINGS:",
-                    *findings,
-                    "STRENGTHS:",
-                    strengths,
-                    "DISAGREEMENTS:",
-                    disagreements,
-                ]
-            )
-            + "\n"
-        )
-    if mode == "critique":
-        report = [
-            f"ISSUE {i}: Keep it, with one fix: add an explicit check and an owner (scripted)."
-            for i in range(1, points + 1)
-        ]
-        change = "[CHANGED] Add a rollback step and a named owner for each milestone."
-        revised = [*subject.splitlines(), "", change]
-        return "\n".join([MARK, "CRITIQUE REPORT:", *report, "REVISED PLAN:", *revised]) + "\n"
-    if mode == "arbitrate":
-        finals: list[Stance] = []
-        for line in _section(text, "## Stance ledger (per round)"):
-            m = re.findall(r"\b1=(AGREE|HOLD|CONCEDE)\b", line)
-            finals.append(cast(Stance, m[-1]) if m else "HOLD")
-        # The same reading of the closing stances as the engine's outcome.
-        agreed = stances_verdict(finals[0], finals[1]) if len(finals) >= 2 else None
-        verdict = agreed or "ESCALATED"
-        return (
-            "\n".join(
-                [
-                    MARK,
-                    f"VERDICT: {verdict}",
-                    "CONCLUSION: The side that conceded could not answer the other's "
-                    "strongest argument (scripted).",
-                ]
-            )
-            + "\n"
-        )
-    if mode == "proposal":
-        first = next(
-            (ln.strip("# ").strip() for ln in subject.splitlines() if ln.strip()), "the issue"
-        )
-        resolved = _section(text, "## Stalemates and their resolution")
-        agenda = _section(text, "## Points")
-        body = [
-            "### Proposed solution",
-            *[f"- {ln}" for ln in agenda],
-            "",
-            "### Stalemates",
-            *([f"- {ln.removeprefix('- ')}" for ln in resolved] or ["- none"]),
-        ]
-        return (
-            "\n".join(
-                [
-                    MARK,
-                    f"TITLE: {_words(first, 10)}",
-                    "SUMMARY: The panel agreed on most points; stalemates were resolved as "
-                    "listed (scripted).",
-                    "PROPOSAL:",
-                    *body,
-                ]
-            )
-            + "\n"
-        )
-    return (
-        "\n".join(
-            [
-                MARK,
-                "SETTLED:",
-                "- Both sides accept the subject's constraints (scripted).",
-                "OPEN:",
-                "- The long-term cost remains uncertain.",
-                "CALL: Take the conceded side's opponent's position, revisiting after one release.",
-                "FLIP CONDITION: Measured costs exceeding the estimate by 2x.",
-                "DECISIVE FACTOR: One side conceded the crux in the counter round.",
-            ]
-        )
-        + "\n"
-    )
+        lines = _design_review(points)
+    elif mode == "critique":
+        lines = _critique_report(subject_of(text), points)
+    elif mode == "arbitrate":
+        lines = _arbitration_verdict(text)
+    elif mode == "proposal":
+        lines = _proposal_issue(text)
+    else:
+        lines = _debate_verdict()
+    return "\n".join([MARK, *lines]) + "\n"
+
+
+def _design_review(points: int) -> list[str]:
+    findings = [
+        f"FINDING {i} [{('minor', 'major')[i % 2]}] (files: README.md): Question {i} needs "
+        "a written decision record and a named owner (scripted)."
+        for i in range(1, points + 1)
+    ]
+    strengths = "- Small modules with one job each (scripted)."
+    disagreements = "- Whether to split the service now or later: one persona for, one against."
+    return ["FINDINGS:", *findings, "STRENGTHS:", strengths, "DISAGREEMENTS:", disagreements]
+
+
+def _critique_report(subject: str, points: int) -> list[str]:
+    report = [
+        f"ISSUE {i}: Keep it, with one fix: add an explicit check and an owner (scripted)."
+        for i in range(1, points + 1)
+    ]
+    change = "[CHANGED] Add a rollback step and a named owner for each milestone."
+    revised = [*subject.splitlines(), "", change]
+    return ["CRITIQUE REPORT:", *report, "REVISED PLAN:", *revised]
+
+
+def _arbitration_verdict(text: str) -> list[str]:
+    finals: list[Stance] = []
+    for line in _section(text, "## Stance ledger (per round)"):
+        m = re.findall(r"\b1=(AGREE|HOLD|CONCEDE)\b", line)
+        finals.append(cast(Stance, m[-1]) if m else "HOLD")
+    # The same reading of the closing stances as the engine's outcome.
+    agreed = stances_verdict(finals[0], finals[1]) if len(finals) >= 2 else None
+    verdict = agreed or "ESCALATED"
+    return [
+        f"VERDICT: {verdict}",
+        "CONCLUSION: The side that conceded could not answer the other's "
+        "strongest argument (scripted).",
+    ]
+
+
+def _proposal_issue(text: str) -> list[str]:
+    subject = subject_of(text)
+    first = next((ln.strip("# ").strip() for ln in subject.splitlines() if ln.strip()), "the issue")
+    resolved = _section(text, "## Stalemates and their resolution")
+    agenda = _section(text, "## Points")
+    body = [
+        "### Proposed solution",
+        *[f"- {ln}" for ln in agenda],
+        "",
+        "### Stalemates",
+        *([f"- {ln.removeprefix('- ')}" for ln in resolved] or ["- none"]),
+    ]
+    return [
+        f"TITLE: {_words(first, 10)}",
+        "SUMMARY: The panel agreed on most points; stalemates were resolved as listed (scripted).",
+        "PROPOSAL:",
+        *body,
+    ]
+
+
+def _debate_verdict() -> list[str]:
+    return [
+        "SETTLED:",
+        "- Both sides accept the subject's constraints (scripted).",
+        "OPEN:",
+        "- The long-term cost remains uncertain.",
+        "CALL: Take the conceded side's opponent's position, revisiting after one release.",
+        "FLIP CONDITION: Measured costs exceeding the estimate by 2x.",
+        "DECISIVE FACTOR: One side conceded the crux in the counter round.",
+    ]
