@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from bot.engine.citations import tally
 from bot.engine.routing import DEGRADED
-from bot.engine.types import JUDGE, Turn
+from bot.engine.types import JUDGE, ContextFile, Turn
 from bot.engine.view import RunView
 
 
@@ -93,71 +95,77 @@ def evidence_lines(run: RunView) -> list[str]:
 
 def audit_block(run: RunView) -> str:
     spec = run.spec
-    used = run.used
-    inp = sum(t.usage.input_tokens for t in used)
-    out = sum(t.usage.output_tokens for t in used)
-    cached = sum(t.usage.cached_tokens for t in used)
-    cost = sum(t.usage.cost_usd for t in used)
-    seconds = sum(t.usage.latency_ms for t in used) / 1000
-    per_tier: dict[int, int] = {}
-    for r in run.rounds:
-        per_tier[r.tier] = per_tier.get(r.tier, 0) + 1
-    rounds = f"{len(run.rounds)} (limit {spec.rounds} per tier)"
-    if len(per_tier) > 1:
-        rounds += " (" + "; ".join(f"tier {t}: {n}" for t, n in sorted(per_tier.items())) + ")"
-    if run.rounds:
-        rounds += ", converged" if run.converged() else ", not converged"
-
-    drops = []
-    for t in used:
-        if t.status == "dropped":
-            drops.append(
-                f"{t.key.slot} ({t.key.phase}, tier {t.key.tier} round {t.key.round}): "
-                f"{t.drop_class}"
-            )
-    cut = [
-        f"{t.key.slot} ({t.key.phase}, tier {t.key.tier} round {t.key.round})"
-        for t in used
-        if t.truncated
-    ]
-    degradation = degradation_text(run)
-    # Only tiers that ran count: a tier planned but never started is no escalation.
-    tiers = [t for t in sorted(run.routings) if t == 0 or run.records(t)]
-    if len(tiers) > 1:
-        escalation = " → ".join(
-            f"tier {t} (" + ", ".join(code(m[0]) for m in run.routings[t].seats if m) + ")"
-            for t in tiers
-        )
-        escalation += f"; {len(tiers) - 1} escalation(s)"
-    else:
-        escalation = "none"
-    files = (
-        ", ".join(
-            f"{code(f.path)} ({f.size_bytes:,} bytes)" + (" [CONDENSED]" if f.condensed else "")
-            for f in spec.context_files
-        )
-        or "none"
-    )
+    drops = [f"{_where(t)}: {t.drop_class}" for t in run.used if t.status == "dropped"]
+    cut = [_where(t) for t in run.used if t.truncated]
     warn = warnings(run)
     pick = "configured" if spec.personas else f"auto-picked ({run.pair_note})"
-
     lines = [
         "### Audit",
         "",
         f"- **Mode:** {spec.mode} · turn order {spec.turn_order} · personas {pick}",
         "- **Participants:**",
         *participant_lines(run),
-        f"- **Rounds run:** {rounds}",
-        f"- **Tokens:** {inp:,} input ({cached:,} cached), {out:,} output",
-        f"- **Cost estimate:** ${cost:.4f}",
-        f"- **Model time:** {seconds:.1f} s (sum of call latencies)",
+        f"- **Rounds run:** {_rounds_text(run)}",
+        *_usage_lines(run.used),
         "- **Drops:** " + ("; ".join(drops) if drops else "none"),
         *(["- **Cut off at the output limit:** " + "; ".join(cut)] if cut else []),
-        f"- **Degradation:** {degradation}",
-        f"- **Escalation:** {escalation}",
-        f"- **Context files:** {files}",
+        f"- **Degradation:** {degradation_text(run)}",
+        f"- **Escalation:** {_escalation_text(run)}",
+        f"- **Context files:** {_context_files_text(spec.context_files)}",
         *evidence_lines(run),
         "- **Warnings:** " + ("none" if not warn else ""),
         *[f"  - {x}" for x in warn],
     ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _where(t: Turn) -> str:
+    return f"{t.key.slot} ({t.key.phase}, tier {t.key.tier} round {t.key.round})"
+
+
+def _rounds_text(run: RunView) -> str:
+    """Rounds run against the limit, per tier when the run escalated."""
+    per_tier: dict[int, int] = {}
+    for r in run.rounds:
+        per_tier[r.tier] = per_tier.get(r.tier, 0) + 1
+    rounds = f"{len(run.rounds)} (limit {run.spec.rounds} per tier)"
+    if len(per_tier) > 1:
+        rounds += " (" + "; ".join(f"tier {t}: {n}" for t, n in sorted(per_tier.items())) + ")"
+    if run.rounds:
+        rounds += ", converged" if run.converged() else ", not converged"
+    return rounds
+
+
+def _usage_lines(used: Sequence[Turn]) -> list[str]:
+    inp = sum(t.usage.input_tokens for t in used)
+    out = sum(t.usage.output_tokens for t in used)
+    cached = sum(t.usage.cached_tokens for t in used)
+    cost = sum(t.usage.cost_usd for t in used)
+    seconds = sum(t.usage.latency_ms for t in used) / 1000
+    return [
+        f"- **Tokens:** {inp:,} input ({cached:,} cached), {out:,} output",
+        f"- **Cost estimate:** ${cost:.4f}",
+        f"- **Model time:** {seconds:.1f} s (sum of call latencies)",
+    ]
+
+
+def _escalation_text(run: RunView) -> str:
+    # Only tiers that ran count: a tier planned but never started is no escalation.
+    tiers = [t for t in sorted(run.routings) if t == 0 or run.records(t)]
+    if len(tiers) <= 1:
+        return "none"
+    escalation = " → ".join(
+        f"tier {t} (" + ", ".join(code(m[0]) for m in run.routings[t].seats if m) + ")"
+        for t in tiers
+    )
+    return escalation + f"; {len(tiers) - 1} escalation(s)"
+
+
+def _context_files_text(files: Sequence[ContextFile]) -> str:
+    return (
+        ", ".join(
+            f"{code(f.path)} ({f.size_bytes:,} bytes)" + (" [CONDENSED]" if f.condensed else "")
+            for f in files
+        )
+        or "none"
+    )
