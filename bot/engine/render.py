@@ -92,54 +92,12 @@ def render_transcript(
     run = replay(spec, turns)
     final = run.stop if isinstance(run.stop, Final) else None
     parts: Parts | None = outcome_parts(run, final) if final is not None else None
-    words = word_budget(spec)
-    lines = [
-        "# Debate Transcript",
-        "",
-        f"**Topic:** {spec.title}",
-        f"**Plan:** {plan or '(inline)'}",
-        f"**Date:** {date}",
-        f"**Rounds:** {spec.rounds} (run: {len(run.rounds)})",
-        f"**Mode:** {spec.mode}",
-        f"**Response scale:** {spec.response_scale} ({words} words max)",
-    ]
-    if run.degraded:
-        lines.append(f"**{DEGRADED}**")
-    lines += ["", "## Personas", "", "| Role | Name | Model |", "|------|------|-------|"]
-    for s in run.seats:
-        models = run.seat_models(s, 0)
-        role = f"Persona {chr(ord('A') + s.index)}"
-        lines.append(f"| {role} | {s.name} | {code(models[0] if models else '')} |")
-    lines.append(f"| Judge | judge | {code(run.judge[0] if run.judge else '')} |")
-    lines += ["", "## Context Files", ""]
-    lines += [
-        f"- {f.path} ({f.size_bytes:,} bytes)" + (" [CONDENSED]" if f.condensed else "")
-        for f in spec.context_files
-    ] or ["_None._"]
-    if spec.warnings:
-        lines += ["", "## Warnings", "", *[f"- {x}" for x in spec.warnings]]
-    if not spec.personas:
-        lines += ["", f"_Personas auto-picked: {run.pair_note}._"]
-    if spec.mode in ("critique", "proposal"):
-        heading = "Issue Extraction" if spec.mode == "critique" else "Decision Points"
-        lines += ["", "---", "", f"## {heading}", ""]
-        lines += [f"{i}. {p}" for i, p in enumerate(run.points, 1)]
-    for rec in run.rounds:
-        title = f"## Round {rec.round} — {rec.phase}" + (f" (tier {rec.tier})" if rec.tier else "")
-        lines += ["", "---", "", title]
-        for name, t in rec.turns.items():
-            lines += ["", f"### {name}", ""]
-            lines.append(f"_Dropped: {t.drop_class}._" if t.status == "dropped" else t.text.strip())
-    votes = [t for t in run.used if t.key.phase == "vote"]
-    if votes:
-        lines += ["", "---", "", "## Votes"]
-        for t in votes:
-            lines += [
-                "",
-                f"### {t.key.slot}",
-                "",
-                t.text.strip() if t.status == "ok" else f"_Dropped: {t.drop_class}._",
-            ]
+    lines = _transcript_head(spec, run, date=date, plan=plan)
+    lines += _personas_table(run)
+    lines += _context_section(spec)
+    lines += _points_section(spec, run)
+    lines += _rounds_section(run)
+    lines += _votes_section(run)
     lines += ["", "---", "", "## Synthesis", ""]
     if parts is not None:
         lines += [
@@ -152,3 +110,77 @@ def render_transcript(
     else:
         lines.append(outcome.body.strip())
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _transcript_head(spec: DebateSpec, run: RunView, *, date: str, plan: str) -> list[str]:
+    lines = [
+        "# Debate Transcript",
+        "",
+        f"**Topic:** {spec.title}",
+        f"**Plan:** {plan or '(inline)'}",
+        f"**Date:** {date}",
+        f"**Rounds:** {spec.rounds} (run: {len(run.rounds)})",
+        f"**Mode:** {spec.mode}",
+        f"**Response scale:** {spec.response_scale} ({word_budget(spec)} words max)",
+    ]
+    if run.degraded:
+        lines.append(f"**{DEGRADED}**")
+    return lines
+
+
+def _personas_table(run: RunView) -> list[str]:
+    lines = ["", "## Personas", "", "| Role | Name | Model |", "|------|------|-------|"]
+    for s in run.seats:
+        models = run.seat_models(s, 0)
+        role = f"Persona {chr(ord('A') + s.index)}"
+        lines.append(f"| {role} | {s.name} | {code(models[0] if models else '')} |")
+    lines.append(f"| Judge | judge | {code(run.judge[0] if run.judge else '')} |")
+    return lines
+
+
+def _context_section(spec: DebateSpec) -> list[str]:
+    """The context files, then the spec's warnings."""
+    lines = ["", "## Context Files", ""]
+    lines += [
+        f"- {f.path} ({f.size_bytes:,} bytes)" + (" [CONDENSED]" if f.condensed else "")
+        for f in spec.context_files
+    ] or ["_None._"]
+    if spec.warnings:
+        lines += ["", "## Warnings", "", *[f"- {x}" for x in spec.warnings]]
+    return lines
+
+
+def _points_section(spec: DebateSpec, run: RunView) -> list[str]:
+    """How the personas were picked, then the judge's points (critique, proposal)."""
+    lines = [] if spec.personas else ["", f"_Personas auto-picked: {run.pair_note}._"]
+    if spec.mode in ("critique", "proposal"):
+        heading = "Issue Extraction" if spec.mode == "critique" else "Decision Points"
+        lines += ["", "---", "", f"## {heading}", ""]
+        lines += [f"{i}. {p}" for i, p in enumerate(run.points, 1)]
+    return lines
+
+
+def _rounds_section(run: RunView) -> list[str]:
+    lines: list[str] = []
+    for rec in run.rounds:
+        title = f"## Round {rec.round} — {rec.phase}" + (f" (tier {rec.tier})" if rec.tier else "")
+        lines += ["", "---", "", title]
+        for name, t in rec.turns.items():
+            lines += ["", f"### {name}", ""]
+            lines.append(f"_Dropped: {t.drop_class}._" if t.status == "dropped" else t.text.strip())
+    return lines
+
+
+def _votes_section(run: RunView) -> list[str]:
+    votes = [t for t in run.used if t.key.phase == "vote"]
+    if not votes:
+        return []
+    lines = ["", "---", "", "## Votes"]
+    for t in votes:
+        lines += [
+            "",
+            f"### {t.key.slot}",
+            "",
+            t.text.strip() if t.status == "ok" else f"_Dropped: {t.drop_class}._",
+        ]
+    return lines
