@@ -40,9 +40,10 @@ class Refused(Exception):
     """A read the model asked for that cannot be served; the text, written for the
     model, says why and what to do instead.
 
-    A control-flow signal, not an error of the bot (so not in ``bot/core/errors.py``):
-    ``bot.repo.tools.run_tool`` turns it into an error answer the model sees, and it
-    never leaves this package.
+    A control-flow signal, not an error of the bot (so not in ``bot/core/errors.py``,
+    which lists it): ``bot.repo.tools.run_tool`` turns it into an error answer the
+    model sees; readers of a snapshot (the agent workspace, eval's case reader)
+    skip what it refuses.
     """
 
 

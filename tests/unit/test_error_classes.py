@@ -120,3 +120,22 @@ def test_pure_modules_load_neither_settings_nor_pydantic(module: str) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "", proc.stdout
+
+
+def test_every_exception_class_is_in_the_tree_or_a_named_signal() -> None:
+    """An exception class of the project derives from BotError, or is a
+    control-flow signal that bot/core/errors.py names (or private to its module)."""
+    import bot.core.errors as errors
+
+    named = errors.__doc__ or ""
+    outside = []
+    for path in sorted((ROOT / "bot").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
+            if bases & {"Exception", "BaseException"} and node.name != "BotError":
+                if not node.name.startswith("_") and f"``{node.name}``" not in named:
+                    outside.append(f"{path.relative_to(ROOT)}:{node.name}")
+    assert outside == [], f"derive from BotError, or name the signal in errors.py: {outside}"
