@@ -10,7 +10,7 @@ import os
 import sys
 from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,8 +19,13 @@ from bot.cli.common import exit_with as _exit_with
 from bot.cli.common import fail as _fail
 from bot.cli.common import settings as _settings
 from bot.cli.eval.cli import eval_app
-from bot.core.errors import BotError, ConfigError
+from bot.core.errors import BotError
 from bot.core.settings import Settings
+
+if TYPE_CHECKING:
+    import socket
+
+    from bot.cli.setup import SetupOptions
 
 app = typer.Typer(
     add_completion=False,
@@ -33,6 +38,13 @@ app = typer.Typer(
 Host = Annotated[
     str | None, typer.Option(help="Listen address (default: DEBATE_BOT_HOST, 127.0.0.1)")
 ]
+# The options `run` and `review` share.
+Model = Annotated[
+    str | None, typer.Option(help="Model for every persona, e.g. openai/gpt-4.1-mini")
+]
+Judge = Annotated[str | None, typer.Option(help="Model for the judge")]
+Alternating = Annotated[bool, typer.Option("--alternating", help="A then B within a round")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the planned batches; call no model")]
 
 
 def _version(value: bool) -> None:
@@ -128,16 +140,10 @@ def run(
     mode: Annotated[
         str | None, typer.Option(help="debate | critique | arbitrate | proposal")
     ] = None,
-    model: Annotated[
-        str | None, typer.Option(help="Model for every persona, e.g. openai/gpt-4.1-mini")
-    ] = None,
-    judge: Annotated[str | None, typer.Option(help="Model for the judge")] = None,
-    alternating: Annotated[
-        bool, typer.Option("--alternating", help="A then B within a round")
-    ] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the planned batches; call no model")
-    ] = False,
+    model: Model = None,
+    judge: Judge = None,
+    alternating: Alternating = False,
+    dry_run: DryRun = False,
     output_dir: Annotated[
         Path | None,
         typer.Option(
@@ -173,16 +179,10 @@ def review(
         typer.Argument(help="The checkout, or one folder of it, to review (default: here)"),
     ] = Path("."),
     rounds: Annotated[int | None, typer.Option(min=1, max=10, help="Rounds")] = None,
-    model: Annotated[
-        str | None, typer.Option(help="Model for every persona, e.g. openai/gpt-4.1-mini")
-    ] = None,
-    judge: Annotated[str | None, typer.Option(help="Model for the judge")] = None,
-    alternating: Annotated[
-        bool, typer.Option("--alternating", help="A then B within a round")
-    ] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the planned batches; call no model")
-    ] = False,
+    model: Model = None,
+    judge: Judge = None,
+    alternating: Alternating = False,
+    dry_run: DryRun = False,
     output_dir: Annotated[
         Path | None, typer.Option(help="Where to write the transcript (default: ./debates)")
     ] = None,
@@ -255,9 +255,7 @@ def setup(
     ] = False,
 ) -> None:
     """Register the GitHub App through GitHub's manifest flow; writes .env and the key."""
-    import uvicorn
-
-    from bot.cli.setup import SetupOptions, check_not_configured, create_setup_app
+    from bot.cli.setup import SetupOptions, check_not_configured
     from bot.core.listen import bind_socket
 
     options = SetupOptions(
@@ -275,6 +273,20 @@ def setup(
         sock = bind_socket(host, port)  # a busy port: one line, before "Open …"
     except BotError as exc:
         raise _fail(exc) from None
+    install_url = _serve_setup_page(options, sock)
+    if install_url is None:
+        raise typer.Exit(1)
+    typer.echo(f"Saved the app to {env_file}. Install it: {install_url}")
+    typer.echo('Then start it: debate-bot serve (or docker compose, README "Running it").')
+
+
+def _serve_setup_page(options: SetupOptions, sock: socket.socket) -> str | None:
+    """Serve the setup page on ``sock`` until GitHub hands the new app back: its
+    install URL, or None when the page was stopped first."""
+    import uvicorn
+
+    from bot.cli.setup import create_setup_app
+
     installed: list[str] = []
     server: uvicorn.Server | None = None
 
@@ -284,7 +296,11 @@ def setup(
         server.should_exit = True
 
     config = uvicorn.Config(
-        create_setup_app(options, done), host=host, port=port, log_level="warning", lifespan="off"
+        create_setup_app(options, done),
+        host=options.host,
+        port=options.port,
+        log_level="warning",
+        lifespan="off",
     )
     server = uvicorn.Server(config)
     typer.echo(f"Open {options.local_url}/setup to create the GitHub App.")
@@ -292,10 +308,7 @@ def setup(
         server.run(sockets=[sock])
     finally:
         sock.close()
-    if not installed:
-        raise typer.Exit(1)
-    typer.echo(f"Saved the app to {env_file}. Install it: {installed[0]}")
-    typer.echo('Then start it: debate-bot serve (or docker compose, README "Running it").')
+    return installed[0] if installed else None
 
 
 @app.command()
@@ -352,41 +365,16 @@ def replay(
     a payload file, or an issue comment built for --repo and --issue."""
     import httpx
 
-    from bot.cli.replay import comment_payload, post_delivery, read_payload
+    from bot.cli.replay import CommentFlags, delivery, post_delivery
 
+    built = (
+        None
+        if comment is None
+        else CommentFlags(comment, repo, issue, installation, sender, pull_request)
+    )
     try:
         settings = _settings()
-        if comment is not None:
-            missing = [
-                flag
-                for flag, value in (
-                    ("--repo", repo),
-                    ("--issue", issue),
-                    ("--installation", installation),
-                )
-                if value is None
-            ]
-            if file is not None or missing:
-                raise ConfigError(
-                    "--comment builds the payload: give --repo OWNER/NAME --issue N "
-                    "--installation ID and no FILE"
-                    + (f" (missing {', '.join(missing)})" if missing else "")
-                )
-            assert repo is not None and issue is not None and installation is not None
-            name = "issue_comment"
-            body = comment_payload(
-                settings,
-                comment=comment,
-                repo=repo,
-                issue=issue,
-                installation=installation,
-                sender=sender,
-                pull_request=pull_request,
-            )
-        elif file is None or event is None:
-            raise ConfigError('give FILE --event NAME, or --comment "/debate …" --repo --issue')
-        else:
-            name, body = event, read_payload(file, event)
+        name, body = delivery(settings, file, event, built)
         result = post_delivery(settings, body, name, url)
     except BotError as exc:
         raise _fail(exc) from None
