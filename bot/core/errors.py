@@ -36,10 +36,10 @@ Not errors, so not here: control-flow signals that stay beside their one user
 and never derive from ``BotError``, so an ``except BotError`` can never swallow
 them: the driver's ``LeaseLost``, ``Cancelled`` and ``Draining``
 (bot/service/worker/driver.py), the session's internal ``_Retry``, eval's
-``Stopped`` (its budget said stop, bot/cli/eval/debate.py), the archive reader's ``ArchiveTooLarge`` (the snapshot
-turns lazy, bot/repo/archive.py) and the repository readers' ``Refused`` (a read
-a model asked for that cannot be served: its text is the answer the model sees,
-bot/repo/paths.py).
+``Stopped`` (its budget said stop, bot/cli/eval/debate.py), the archive
+reader's ``ArchiveTooLarge`` (the snapshot turns lazy, bot/repo/archive.py) and
+the repository readers' ``Refused`` (a read a model asked for that cannot be
+served: its text is the answer the model sees, bot/repo/paths.py).
 
 This is the lowest module: it imports nothing of the project, not even for
 typing, so every package can raise these errors without reaching the store.
