@@ -12,10 +12,11 @@ different personas.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from bot.engine.prompts import word_budget
 from bot.engine.rehearsal import reply
-from bot.engine.types import DebateSpec, ModelRequest, Prompt, Turn, Usage
+from bot.engine.types import Batch, DebateSpec, ModelRequest, Prompt, Turn, Usage
 from bot.models.base import approx_tokens
 from bot.run.estimate import Forecast
 from bot.run.habits import basis
@@ -48,6 +49,13 @@ def format_plan(
 ) -> str:
     """The plan as the estimate walked it (bot/run/estimate.py: the batches the
     engine asks for, answered by placeholder replies) and its cost."""
+    batch_lines, totals = _batches(est.expected.batches)
+    lines = [*_head(spec, source, notes), *batch_lines, *_cost(spec, est, totals)]
+    return "\n".join(lines) + "\n"
+
+
+def _head(spec: DebateSpec, source: str, notes: Sequence[str]) -> list[str]:
+    """The debate as planned: topic, mode, personas, context, warnings, notes."""
     lines = [
         f"DRY RUN of {source} — planned batches; no model is called.",
         f"Topic: {spec.title}",
@@ -67,10 +75,21 @@ def format_plan(
     ]
     lines += [f"Warning: {w}" for w in spec.warnings]
     lines += [f"Note: {n}" for n in notes]
-    total_requests = 0
-    total_tokens = 0
-    prefix_tokens = 0
-    batches = est.expected.batches
+    return lines
+
+
+@dataclass(frozen=True)
+class _Totals:
+    batches: int
+    requests: int
+    input_tokens: int
+    prefix_tokens: int  # of the last request: the prefix the requests share
+
+
+def _batches(batches: Sequence[Batch]) -> tuple[list[str], _Totals]:
+    """Each batch with its requests, and their totals."""
+    lines: list[str] = []
+    requests = input_tokens = prefix_tokens = 0
     for number, batch in enumerate(batches, 1):
         head = batch.requests[0].key
         label = head.phase if head.round == 0 else f"{head.phase}, round {head.round}"
@@ -80,18 +99,24 @@ def format_plan(
         for request in batch.requests:
             tokens = approx_tokens(_text(request.prompt))
             prefix_tokens = approx_tokens(request.prompt.system + request.prompt.prefix)
-            total_requests += 1
-            total_tokens += tokens
+            requests += 1
+            input_tokens += tokens
             models = " → ".join(request.models) or "(no model)"
             lines.append(
                 f"  - {request.key.slot}: {models} · ~{tokens:,} input tokens"
                 f" · ≤ {request.max_output_tokens:,} output tokens"
             )
+    return lines, _Totals(len(batches), requests, input_tokens, prefix_tokens)
+
+
+def _cost(spec: DebateSpec, est: Forecast, totals: _Totals) -> list[str]:
+    """The totals, the estimate and what it is based on, and what a real run may do."""
     cost = est.expected
-    lines += [
+    lines = [
         "",
-        f"Total: {len(batches)} batches, {total_requests} requests, ~{total_tokens:,} input "
-        f"tokens before prefix caching (~{prefix_tokens:,} of each request is a shared, "
+        f"Total: {totals.batches} batches, {totals.requests} requests, "
+        f"~{totals.input_tokens:,} input tokens before prefix caching "
+        f"(~{totals.prefix_tokens:,} of each request is a shared, "
         "cacheable prefix).",
         f"Estimated cost: ~${est.usd:.4f}, up to ${est.high_usd:.4f} (the high end); its first "
         f"round ${est.first_round_usd:.4f}. {cost.model_calls} model calls, "
@@ -111,4 +136,4 @@ def format_plan(
         f"(up to {spec.rounds} rounds in all) while a crux stays open, stop earlier when the "
         "personas converge, or auto-pick other personas.",
     ]
-    return "\n".join(lines) + "\n"
+    return lines
