@@ -141,46 +141,11 @@ class LedgerQueries(StoreBase):
         last (the answer, and the loop's evidence); and the turns of the latest
         ``replays`` runs, which the estimate replays for their prompts."""
         s, r, t = spend.c, runs.c, turns.c
-        last, first = turn_steps.alias("last_step"), turn_steps.alias("first_step")
-        # The ledger's own columns (indexed with its time), the run's mode joined.
-        scope = (
-            s.installation_id == installation_id
-            if installation_id is not None
-            else (s.repo == repo)
-        )
-
-        def step(alias: NamedFromClause, which: sa.ColumnElement[bool]) -> sa.ColumnElement[bool]:
-            return sa.and_(alias.c.run_id == s.run_id, alias.c.turn_id == s.turn_id, which)
-
-        base = (
-            sa.select(
-                s.run_id,
-                s.turn_id,
-                s.model,
-                t.phase,
-                s.input_tokens,
-                s.cached_tokens,
-                s.output_tokens,
-                t.text,
-                last.c.body.label("last_step"),
-                first.c.body.label("first_step"),
-            )
-            .select_from(
-                spend.join(runs, r.id == s.run_id)
-                .join(turns, (t.run_id == s.run_id) & (t.turn_id == s.turn_id))
-                .outerjoin(last, step(last, last.c.final.is_(True)))
-                .outerjoin(first, step(first, first.c.n == 0))
-            )
-            .where(scope, r.mode == mode, t.status == "ok")
-            .order_by(s.created_at.desc(), s.turn_id)
-            .limit(per_model)
-        )
-
+        base = _usage_query(installation_id, repo, mode, per_model)
         used: list[TurnUse] = []
         with self._read("usage_history") as conn:
             for model in dict.fromkeys(models):
-                rows = conn.execute(base.where(s.model == model)).mappings()
-                used += [_turn_use(**row) for row in rows]
+                used += [_turn_use(row) for row in conn.execute(base.where(s.model == model))]
             ids = sorted({u.run_id for u in used})
             specs = {
                 run_id: spec_from_json(text)
@@ -228,21 +193,53 @@ class LedgerQueries(StoreBase):
         return totals
 
 
-def _turn_use(
-    run_id: str,
-    turn_id: str,
-    model: str,
-    phase: str,
-    input_tokens: int,
-    cached_tokens: int,
-    output_tokens: int,
-    text: str,
-    last_step: str | None,
-    first_step: str | None,
-) -> TurnUse:
+def _usage_query(
+    installation_id: int | None, repo: str, mode: str, per_model: int
+) -> sa.Select[Any]:
+    """The ledger's calls of the scope's runs of ``mode`` (its own columns,
+    indexed with its time), each with its turn's answer and, for a turn with
+    tools, its first and last stored steps; newest first."""
+    s, r, t = spend.c, runs.c, turns.c
+    last, first = turn_steps.alias("last_step"), turn_steps.alias("first_step")
+    scope = s.installation_id == installation_id if installation_id is not None else s.repo == repo
+
+    def step(alias: NamedFromClause, which: sa.ColumnElement[bool]) -> sa.ColumnElement[bool]:
+        return sa.and_(alias.c.run_id == s.run_id, alias.c.turn_id == s.turn_id, which)
+
+    return (
+        sa.select(
+            s.run_id,
+            s.turn_id,
+            s.model,
+            t.phase,
+            s.input_tokens,
+            s.cached_tokens,
+            s.output_tokens,
+            t.text,
+            last.c.body.label("last_step"),
+            first.c.body.label("first_step"),
+        )
+        .select_from(
+            spend.join(runs, r.id == s.run_id)
+            .join(turns, (t.run_id == s.run_id) & (t.turn_id == s.turn_id))
+            .outerjoin(last, step(last, last.c.final.is_(True)))
+            .outerjoin(first, step(first, first.c.n == 0))
+        )
+        .where(scope, r.mode == mode, t.status == "ok")
+        .order_by(s.created_at.desc(), s.turn_id)
+        .limit(per_model)
+    )
+
+
+def _turn_use(row: sa.Row[Any]) -> TurnUse:
     """A turn's use: a turn with tools by its steps (the last wrote the answer and
     holds the loop's evidence; the first was sent the prompt alone), another by
     its one call."""
+    run_id, turn_id, model, phase = row.run_id, row.turn_id, row.model, row.phase
+    input_tokens, cached_tokens, output_tokens = (
+        row.input_tokens, row.cached_tokens, row.output_tokens
+    )  # fmt: skip
+    text, last_step, first_step = row.text, row.last_step, row.first_step
     words, chars = len(text.split()), len(text)
     use = TurnUse(
         run_id, model, phase, words, chars, output_tokens, None, 0, input_tokens, 0, turn_id
