@@ -1,5 +1,6 @@
 """Design reviews of repository files: `/debate review <path>`, automatic reviews
-of plans a labelled PR changes, and `--open-pr` with the revised plan.
+of plans a labelled PR changes, and `--open-pr` with the revised plan (opened
+by bot/service/worker/revision_pr.py).
 
 Where the plan is read: on a PR, at its head commit (the base repository serves
 a fork's head commit too); elsewhere, on the default branch (pinned to its
@@ -26,26 +27,26 @@ import functools
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from bot.core.errors import ConfigError, GitHubError, TransientGitHubError
 from bot.core.logs import get_logger
-from bot.engine.revision import changed_lines, revised_plan, strip_marks
 from bot.engine.types import PersonaSpec, RepoRef
 from bot.github.events import PullRequestEvent
 from bot.github.gateway import InstallationClient
-from bot.github.sanitize import redact_secrets, sanitize
 from bot.inputs.parser import Command
 from bot.inputs.plan import Plan, parse_plan
 from bot.inputs.repo_config import RepoConfig
 from bot.inputs.text import assemble_context, cap_subject, check_ref
 from bot.repo.snapshot import Snapshot
 from bot.run.spec import Overrides, Subject
-from bot.service.worker.context import Origin, Services, load_config
-from bot.service.worker.publish import Publisher
+from bot.service.worker.context import Origin, load_config
 from bot.service.worker.repo_review import file_findings, is_repository_scope, review_repository
 from bot.service.worker.respond import Responder, TriggerExtras
+from bot.service.worker.revision_pr import NO_CONTENTS_WRITE as NO_CONTENTS_WRITE
+from bot.service.worker.revision_pr import REVISION_PR as REVISION_PR
+from bot.service.worker.revision_pr import open_revision_pr
 from bot.service.worker.routes import Finished, TriggerTable
 from bot.store.rows import DeliveryRow, RunRow
 from bot.store.trigger import QueuedPlans, ReviewedPlan, RevisionTarget
@@ -56,8 +57,6 @@ _SHA = re.compile(r"[0-9a-f]{40}")
 ReviewStart = Literal["started", "rejected", "refused"]
 MAX_PLAN_BYTES = 1024 * 1024
 MAX_REFS = 20  # @path files read per plan
-REVISION_PR = "revision-pr"  # store key of the opened pull request
-NO_CONTENTS_WRITE = "resource not accessible by integration"
 
 
 # --- globs -----------------------------------------------------------------------
@@ -169,32 +168,83 @@ async def _files_at(
     return await r.svc.repos.snapshot(gh, at)
 
 
+@dataclass(frozen=True)
+class PlanAt:
+    """The plan a review reads: ``path`` at ``ref`` (a commit, or a branch pinned
+    to its head now), ``where`` as replies say it ("on the default branch
+    `main`"), and the branch a revision (`--open-pr`) would go to."""
+
+    path: str
+    ref: str
+    where: str
+    target: RevisionTarget | None = None
+
+
+@dataclass(frozen=True)
+class _ReadPlan:
+    """A plan read and parsed at its commit (``snap``): ``text`` as stored."""
+
+    path: str
+    text: str
+    plan: Plan
+    snap: Snapshot
+
+
 async def review_plan(
     r: Responder,
     gh: InstallationClient,
     origin: Origin,
     config: RepoConfig,
     cmd: Command,
-    path: str,
+    at: PlanAt,
     *,
-    ref: str,
-    where: str,
-    target: RevisionTarget | None = None,
     extras: TriggerExtras | None = None,
 ) -> ReviewStart:
-    """Read, validate and queue the review of ``path`` at ``ref``; every problem
-    is one reply: ``rejected`` (the plan is unusable) or ``refused`` (no run could
+    """Read, validate and queue the review of the plan ``at``; every problem is
+    one reply: ``rejected`` (the plan is unusable) or ``refused`` (no run could
     start: already running, quota, configuration)."""
+    read = await _read_plan(r, gh, origin, at)
+    if read is None:
+        return "rejected"
+    text, plan = read.text, read.plan
+    body_start = len(text.removeprefix("\ufeff")) - len(plan.body)
+    review = ReviewedPlan(
+        path=read.path,
+        ref=at.ref,
+        open_pr=cmd.open_pr,
+        target=at.target,
+        prefix=text.removeprefix("\ufeff")[: max(0, body_start)],
+        blob=hashlib.sha256(text.encode()).hexdigest(),
+    )
+    await r.start(
+        gh,
+        origin,
+        config,
+        cmd,
+        await _plan_subject(read, config),
+        mode="critique",
+        overrides=_overrides(plan),
+        extras={**(extras or {}), "review": review},
+        commit=read.snap.commit,  # the commit the plan was read at: the debaters read it too
+    )
+    started = await r.started(origin) is not None
+    return "started" if started else "refused"
+
+
+async def _read_plan(
+    r: Responder, gh: InstallationClient, origin: Origin, at: PlanAt
+) -> _ReadPlan | None:
+    """The plan at ``at``, read and parsed; None after a reply saying why not."""
     try:
-        path = check_ref(path)
+        path = check_ref(at.path)
     except ConfigError as exc:
         await r.reply(gh, origin, exc.public)
-        return "rejected"
-    snap = await _files_at(r, gh, origin, ref)
+        return None
+    snap = await _files_at(r, gh, origin, at.ref)
     size = None if snap is None else snap.size(path)
     if snap is None or size is None:
-        await r.reply(gh, origin, f"`{path}` was not found {where}.")
-        return "rejected"
+        await r.reply(gh, origin, f"`{path}` was not found {at.where}.")
+        return None
     try:
         text = await snap.text(path) if size <= MAX_PLAN_BYTES else ""
     except GitHubError as exc:
@@ -202,8 +252,8 @@ async def review_plan(
             raise
         text = None
     if text is None:
-        await r.reply(gh, origin, f"`{path}` is not a readable text file {where}.")
-        return "rejected"
+        await r.reply(gh, origin, f"`{path}` is not a readable text file {at.where}.")
+        return None
     if size > MAX_PLAN_BYTES:
         await r.reply(
             gh,
@@ -212,7 +262,7 @@ async def review_plan(
             "Keep the plan itself short and reference supporting files with `@path` "
             "(they are condensed to the context budget).",
         )
-        return "rejected"
+        return None
     try:
         plan = parse_plan(text, source=path, mode="critique")
     except ConfigError as exc:
@@ -221,8 +271,15 @@ async def review_plan(
             origin,
             f"**debate-bot** cannot review `{path}`:\n\n```\n{exc.public}\n```",
         )
-        return "rejected"
-    loaded, warnings = await _read_ref_files(snap, plan, path)
+        return None
+    return _ReadPlan(path, text, plan, snap)
+
+
+async def _plan_subject(read: _ReadPlan, config: RepoConfig) -> Subject:
+    """The debate's subject: the plan's body, its ``@path`` files within the
+    context budget, and what was skipped, condensed or truncated."""
+    plan, path = read.plan, read.path
+    loaded, warnings = await _read_ref_files(read.snap, plan, path)
     budget = (
         plan.context_budget_kb
         if "context_budget_kb" in plan.frontmatter_keys
@@ -239,29 +296,7 @@ async def review_plan(
     if truncated:
         warnings.append("subject truncated: the plan exceeded the subject size limit")
     title = plan.title if plan.title == path else f"{plan.title} ({path})"
-    subject = Subject(title, capped, truncated, files, tuple(warnings))
-    body_start = len(text.removeprefix("\ufeff")) - len(plan.body)
-    review = ReviewedPlan(
-        path=path,
-        ref=ref,
-        open_pr=cmd.open_pr,
-        target=target,
-        prefix=text.removeprefix("\ufeff")[: max(0, body_start)],
-        blob=hashlib.sha256(text.encode()).hexdigest(),
-    )
-    await r.start(
-        gh,
-        origin,
-        config,
-        cmd,
-        subject,
-        mode="critique",
-        overrides=_overrides(plan),
-        extras={**(extras or {}), "review": review},
-        commit=snap.commit,  # the commit the plan was read at: the debaters read it too
-    )
-    started = await r.started(origin) is not None
-    return "started" if started else "refused"
+    return Subject(title, capped, truncated, files, tuple(warnings))
 
 
 async def start_review(
@@ -288,7 +323,7 @@ async def start_review(
             sha = await gh.branch_sha(origin.repo, ref)
             target = RevisionTarget(ref, sha)
             ref = sha
-    await review_plan(r, gh, origin, config, cmd, cmd.path, ref=ref, where=where, target=target)
+    await review_plan(r, gh, origin, config, cmd, PlanAt(cmd.path, ref, where, target))
     return "done"
 
 
@@ -345,9 +380,7 @@ async def _next_plan(
             step,
             config,
             Command(action="review", mode="critique", path=path),
-            path,
-            ref=head_sha,
-            where=f"at the head of this pull request (`{head_sha[:7]}`)",
+            PlanAt(path, head_sha, f"at the head of this pull request (`{head_sha[:7]}`)"),
             extras={"queue": QueuedPlans(delivery=base_delivery), "reviewed": reviewed},
         )
         if result != "rejected":
@@ -430,100 +463,6 @@ async def continue_auto(r: Responder, gh: InstallationClient, run: RunRow) -> No
     await _next_plan(r, gh, origin, config, pending, reviewed, head_sha)
 
 
-# --- --open-pr ----------------------------------------------------------------------
-
-
-def _pr_body(run: RunRow, path: str, plan: str) -> str:
-    changes = changed_lines(plan)
-    lines = [
-        f"The design review of `{path}` in #{run.issue_number} (run `{run.id}`) proposed "
-        "this revision. The critique report with the reasons is in that thread.",
-    ]
-    if changes:
-        lines += ["", "Lines the review marked `[CHANGED]`:", *[f"- {c}" for c in changes[:50]]]
-    return "\n".join(lines)
-
-
-async def open_revision_pr(
-    svc: Services, gh: InstallationClient, run: RunRow, publisher: Publisher
-) -> None:
-    """Open a pull request with the revised plan (once per run, even when resumed).
-
-    Every way this can fail ends in a clear status comment, never a failed run."""
-    review = run.trigger.review
-    if review is None or not review.open_pr:
-        return
-    if await svc.db.comment_id(run.id, REVISION_PR) is not None:
-        return
-    path, target = review.path, review.target
-    spec = run.debate_spec()
-    plan = revised_plan(spec, await svc.db.load_turns(run.id))
-    problem: str | None = None
-    if not target:
-        problem = "the plan lives on a fork, where debate-bot cannot push a branch"
-    elif spec.subject_truncated:
-        problem = "the plan was too long and was truncated for the review"
-    elif plan is None:
-        problem = "the synthesis gave no revised plan"
-    elif len(strip_marks(plan).split()) < len(spec.subject.split()) // 2:
-        # A reply cut off by the output limit reads like a much shorter plan:
-        # never commit it over the whole file.
-        problem = "the revised plan is less than half as long as the original (a cut-off reply?)"
-    if problem is not None or target is None or plan is None:
-        await publisher.upsert("status", f"No pull request was opened for `{path}`: {problem}.")
-        return
-    content = review.prefix + redact_secrets(strip_marks(plan)).rstrip() + "\n"
-    if hashlib.sha256(content.encode()).hexdigest() == review.blob:
-        await publisher.upsert(
-            "status", f"No pull request was opened for `{path}`: the revision changes nothing."
-        )
-        return
-    branch = f"debate-bot/revise-{run.id}"
-    try:
-        try:
-            await gh.create_branch(run.repo, branch, target.from_sha)
-        except GitHubError as exc:
-            if exc.github_status != 422 or "already exists" not in str(exc).lower():
-                raise  # 422 "Reference already exists": a resumed run made it before
-        await gh.put_file(
-            run.repo, path, branch, content, f"Revise {path} after debate-bot's design review"
-        )
-        number = await gh.create_pull(
-            run.repo,
-            f"Revise {path} (design review)"[:256],
-            branch,
-            target.base,
-            sanitize(_pr_body(run, path, plan)),
-        )
-    except GitHubError as exc:
-        log.warning("review.open_pr_failed", run=run.id, status=exc.github_status, error=exc.code)
-        if exc.github_status == 403 and NO_CONTENTS_WRITE in str(exc).lower():
-            text = (
-                f"**No pull request was opened for `{path}`:** this installation of debate-bot "
-                "lacks the **Contents: write** permission on this repository (GitHub answered "
-                "“Resource not accessible by integration”). A repository admin can grant it in "
-                "the app's installation settings; the revised plan is in the critique above."
-            )
-        else:
-            text = (
-                f"**No pull request was opened for `{path}`:** GitHub refused the branch, "
-                f"commit or pull request (`{exc.code}`, HTTP {exc.github_status or 'error'}). "
-                "The revised plan is in the critique above."
-            )
-        await publisher.upsert("status", text)
-        return
-    await svc.db.record_comment(
-        run.id,
-        REVISION_PR,
-        number,
-        "issue",
-        hashlib.sha256(content.encode()).hexdigest(),
-    )
-    await publisher.upsert(
-        "status", f"Opened #{number} with the revised plan of `{path}` (branch `{branch}`)."
-    )
-
-
 def register(triggers: TriggerTable) -> None:
     # Before the label trigger of bot/service/worker/debates.py: a labelled PR changing
     # design_review.paths plans is design-reviewed instead of debated.
@@ -546,6 +485,7 @@ async def critique_actions(done: Finished) -> None:
 
 
 __all__ = [
+    "PlanAt",
     "auto_review",
     "continue_auto",
     "matches",
