@@ -7,6 +7,7 @@ worker; the route only touches the request and one INSERT.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -75,6 +76,86 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+@dataclass(frozen=True, slots=True)
+class _Delivery:
+    """A delivery whose signature and headers checked out: its id, its body as
+    text and as the JSON object it holds."""
+
+    id: str
+    text: str
+    payload: dict[str, Any]
+
+
+async def _verified(request: Request, event: str, secret: bytes | None, limit: int) -> _Delivery:
+    """The request's delivery, signed with ``secret`` and parsed; raises
+    ``WebhookError`` or ``PayloadError`` when it is not one."""
+    if secret is None:
+        raise WebhookError(
+            "webhooks are refused: DEBATE_BOT_WEBHOOK_SECRET is not set", http_status=503
+        )
+    body = await _read_body(request, limit)
+    verify_signature(secret, body, request.headers.get("x-hub-signature-256"))
+    delivery = request.headers.get("x-github-delivery", "").strip()
+    if not event or not delivery or len(delivery) > 100:
+        raise WebhookError("missing X-GitHub-Event or X-GitHub-Delivery header")
+    try:
+        text = body.decode("utf-8")
+        payload = orjson.loads(body)  # ~2.5x json.loads on a 16 KB delivery
+    except (UnicodeDecodeError, orjson.JSONDecodeError) as exc:
+        raise PayloadError("body is not valid UTF-8 JSON") from exc
+    if not isinstance(payload, dict):
+        raise PayloadError("body is not a JSON object")
+    return _Delivery(delivery, text, payload)
+
+
+def _prefiltered(deliveries: DeliveryFilter, event: str, payload: dict[str, Any]) -> str | None:
+    """Why the delivery is not worth storing (None: it is); raises ``PayloadError``
+    when one worth storing lacks an object the worker reads."""
+    reason = deliveries.prefilter(event, payload)
+    if reason is None:
+        required = deliveries.required_objects(event)
+        missing = [k for k in required if not isinstance(payload.get(k), dict)]
+        if missing:
+            raise PayloadError(f"{event} payload lacks {', '.join(missing)}")
+    return reason
+
+
+async def _queue(
+    writer: DeliveryWriter,
+    metrics: Metrics,
+    wake: Callable[[], None],
+    event: str,
+    delivery: _Delivery,
+) -> Response:
+    """Store the delivery (once: GitHub redelivers) and wake the worker."""
+    payload = delivery.payload
+    try:
+        inserted = await writer.record(
+            NewDelivery(
+                delivery.id,
+                event,
+                str(payload.get("action") or ""),
+                int(payload["installation"]["id"]),
+                delivery.text,
+            )
+        )
+    except StoreError:
+        metrics.deliveries.labels(event, "store_error").inc()
+        return _reply(503, "rejected", reason="the delivery store is unavailable; retry")
+    if not inserted:
+        metrics.deliveries.labels(event, "duplicate").inc()
+        return _accepted(_DUPLICATE)
+    metrics.deliveries.labels(event, "queued").inc()
+    log.debug(
+        "webhook.queued",
+        delivery=delivery.id,
+        gh_event=event,
+        installation=payload["installation"]["id"],
+    )
+    wake()
+    return _accepted(_QUEUED)
+
+
 def webhook_endpoint(
     settings: Settings,
     writer: DeliveryWriter,
@@ -97,62 +178,16 @@ def webhook_endpoint(
     async def receive(request: Request) -> Response:
         event = request.headers.get("x-github-event", "")
         try:
-            if secret is None:
-                raise WebhookError(
-                    "webhooks are refused: DEBATE_BOT_WEBHOOK_SECRET is not set", http_status=503
-                )
-            body = await _read_body(request, settings.max_webhook_bytes)
-            verify_signature(secret, body, request.headers.get("x-hub-signature-256"))
-            delivery = request.headers.get("x-github-delivery", "").strip()
-            if not event or not delivery or len(delivery) > 100:
-                raise WebhookError("missing X-GitHub-Event or X-GitHub-Delivery header")
-            try:
-                text = body.decode("utf-8")
-                payload = orjson.loads(body)  # ~2.5x json.loads on a 16 KB delivery
-            except (UnicodeDecodeError, orjson.JSONDecodeError) as exc:
-                raise PayloadError("body is not valid UTF-8 JSON") from exc
-            if not isinstance(payload, dict):
-                raise PayloadError("body is not a JSON object")
-            reason = deliveries.prefilter(event, payload)
-            if reason is None:
-                required = deliveries.required_objects(event)
-                missing = [k for k in required if not isinstance(payload.get(k), dict)]
-                if missing:
-                    raise PayloadError(f"{event} payload lacks {', '.join(missing)}")
+            delivery = await _verified(request, event, secret, settings.max_webhook_bytes)
+            reason = _prefiltered(deliveries, event, delivery.payload)
         except (WebhookError, PayloadError) as exc:
             status = rejection_status(exc)
             metrics.deliveries.labels(event_label(event), f"rejected_{status}").inc()
             log.info("webhook.rejected", gh_event=event[:64], status=status, reason=exc.public)
             return _reply(status, "rejected", reason=exc.public)
-
         if reason is not None:
             metrics.deliveries.labels(event_label(event), "ignored").inc()
             return _reply(202, "ignored", reason=reason)
-
-        try:
-            inserted = await writer.record(
-                NewDelivery(
-                    delivery,
-                    event,
-                    str(payload.get("action") or ""),
-                    int(payload["installation"]["id"]),
-                    text,
-                )
-            )
-        except StoreError:
-            metrics.deliveries.labels(event, "store_error").inc()
-            return _reply(503, "rejected", reason="the delivery store is unavailable; retry")
-        if not inserted:
-            metrics.deliveries.labels(event, "duplicate").inc()
-            return _accepted(_DUPLICATE)
-        metrics.deliveries.labels(event, "queued").inc()
-        log.debug(
-            "webhook.queued",
-            delivery=delivery,
-            gh_event=event,
-            installation=payload["installation"]["id"],
-        )
-        wake()
-        return _accepted(_QUEUED)
+        return await _queue(writer, metrics, wake, event, delivery)
 
     return receive
