@@ -69,6 +69,23 @@ def _persona(p: PersonaConfig, model: str | None) -> PersonaSpec:
     return PersonaSpec(p.name, p.perspective, model or p.model or "", tuple(p.fallbacks))
 
 
+@dataclass(frozen=True)
+class SpecInputs:
+    """What a plan is weighed with: its subject as read, the flags, the
+    checkout's repo config and the server settings."""
+
+    subject: str
+    subject_truncated: bool
+    context_files: tuple[ContextFile, ...]
+    warnings: tuple[str, ...]
+    flags: Flags
+    config: RepoConfig
+    settings: Settings
+    available_providers: frozenset[str]
+    seed: str
+    tools_available: bool = False  # a reader of the working tree
+
+
 def spec_from_plan(
     plan: Plan,
     *,
@@ -83,36 +100,38 @@ def spec_from_plan(
     seed: str,
     tools_available: bool = False,
 ) -> DebateSpec:
+    """``spec_from_inputs`` with its inputs as keywords."""
+    inputs = SpecInputs(
+        subject=subject,
+        subject_truncated=subject_truncated,
+        context_files=context_files,
+        warnings=warnings,
+        flags=flags,
+        config=config,
+        settings=settings,
+        available_providers=available_providers,
+        seed=seed,
+        tools_available=tools_available,
+    )
+    return spec_from_inputs(plan, inputs)
+
+
+def spec_from_inputs(plan: Plan, inputs: SpecInputs) -> DebateSpec:
     """Flags over the plan's frontmatter over the checkout's ``.github/debate.yml``
     over the server settings, as the bot weighs a plan against the repo config."""
+    flags, config = inputs.flags, inputs.config
     model = (flags.model or "").strip() or None
     set_by_plan = set(plan.frontmatter_keys)
     chosen = plan.personas if "personas" in set_by_plan else tuple(config.personas)
     personas = tuple(_persona(p, model) for p in chosen)
-    default_models: tuple[str, ...] = (
-        (model,)
-        if model
-        else tuple(config.models)
-        or tuple(settings.default_models)
-        or ((settings.default_model,) if settings.default_model else ())
-    )
-    judge = (flags.judge or "").strip() or config.judge or settings.default_model or model or ""
-    if not judge and not default_models and not any(p.model for p in personas):
-        if not flags.stand_in:
-            raise ConfigError(NO_MODEL)
-        judge, default_models = flags.stand_in, (flags.stand_in,)
-        warnings = (
-            *warnings,
-            f"no model is configured: planned with {flags.stand_in} and its price "
-            "(set DEBATE_BOT_DEFAULT_MODEL or pass --model for yours)",
-        )
-    if subject_truncated:
+    judge, default_models, warnings = _models(inputs, model, personas)
+    if inputs.subject_truncated:
         warnings = (*warnings, "the plan was longer than the subject limit and was truncated")
     spec = DebateSpec(
         mode=plan.mode,
         title=plan.title,
-        subject=subject,
-        subject_truncated=subject_truncated,
+        subject=inputs.subject,
+        subject_truncated=inputs.subject_truncated,
         personas=personas,
         judge=judge,
         rounds=flags.rounds or (plan.rounds if "rounds" in set_by_plan else config.rounds),
@@ -121,24 +140,52 @@ def spec_from_plan(
             plan.response_scale if "response_scale" in set_by_plan else config.response_scale
         ),
         synthesizer=plan.synthesizer if "synthesizer" in set_by_plan else config.synthesizer,
-        context_files=context_files,
+        context_files=inputs.context_files,
         warnings=warnings,
         # The service's per-run token cap guards a local bill just the same.
         max_tokens=config.max_tokens_per_run,
         voters=tuple(config.voters),
         tiers=tuple(tuple(t) for t in config.tiers),
         on_unavailable=config.on_unavailable,
-        available_providers=available_providers,
-        seed=seed,
+        available_providers=inputs.available_providers,
+        seed=inputs.seed,
         default_models=default_models,
         # Tools need a reader of the working tree (tools_available).
-        tools=tools_available and config.tools and not flags.no_tools,
+        tools=inputs.tools_available and config.tools and not flags.no_tools,
     )
     try:
         next_step(spec, ())  # the engine's own checks (persona count, names, rounds)
     except ProtocolError as exc:
         raise ConfigError(f"{plan.source}: {exc}") from exc
     return spec
+
+
+def _models(
+    inputs: SpecInputs, model: str | None, personas: tuple[PersonaSpec, ...]
+) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """The judge, the personas' default models and the warnings: with no model
+    configured at all, a dry run's stand-in (and a warning that says so), else
+    ConfigError."""
+    config, settings, stand_in = inputs.config, inputs.settings, inputs.flags.stand_in
+    default_models: tuple[str, ...] = (
+        (model,)
+        if model
+        else tuple(config.models)
+        or tuple(settings.default_models)
+        or ((settings.default_model,) if settings.default_model else ())
+    )
+    judge = (
+        (inputs.flags.judge or "").strip() or config.judge or settings.default_model or model or ""
+    )
+    if judge or default_models or any(p.model for p in personas):
+        return judge, default_models, inputs.warnings
+    if not stand_in:
+        raise ConfigError(NO_MODEL)
+    warning = (
+        f"no model is configured: planned with {stand_in} and its price "
+        "(set DEBATE_BOT_DEFAULT_MODEL or pass --model for yours)"
+    )
+    return stand_in, (stand_in,), (*inputs.warnings, warning)
 
 
 def check_models(spec: DebateSpec, router: ModelRouter) -> tuple[str, ...]:
