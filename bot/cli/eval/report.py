@@ -143,6 +143,30 @@ def _usd(x: float) -> str:
     return f"${x:.4f}" if x < 1 else f"${x:.2f}"
 
 
+_ORACLE_NOTE = (
+    "> **Test models.** Configurations using `scripted/oracle:<p>` are oracle test "
+    "models that answer right with probability p by construction; their figures "
+    "check the eval itself and say nothing about any real model.",
+    "",
+)
+
+_HOW_TO_READ = (
+    "",
+    "## How to read this",
+    "",
+    "- Accuracy is over the cases a configuration answered; escalations (the "
+    "configuration declined to decide) and failures are counted apart. A configuration "
+    "that escalates its hard cases looks more accurate and answers fewer: read both.",
+    "- Two configurations differ credibly when the interval of the difference excludes "
+    "0 (and McNemar's p is small); overlapping accuracy intervals alone do not decide it.",
+    "- Cost is the providers' list price of the tokens used (`DEBATE_BOT_PRICES_FILE` "
+    "overrides); time is wall time per case, with the calls of a case side by side.",
+    "",
+)
+
+_ODD_SHOWN = 50  # escalated and failed cases listed one by one
+
+
 def report_markdown(
     figs: Sequence[ConfigFigures],
     comps: Sequence[dict[str, Any]],
@@ -154,17 +178,27 @@ def report_markdown(
 ) -> str:
     lines = ["# debate-bot eval report", ""]
     if any(ORACLE in f.spec for f in figs):
-        lines += [
-            "> **Test models.** Configurations using `scripted/oracle:<p>` are oracle test "
-            "models that answer right with probability p by construction; their figures "
-            "check the eval itself and say nothing about any real model.",
-            "",
-        ]
+        lines += _ORACLE_NOTE
     lines += [f"{n_cases} case(s), {len(figs)} configuration(s).", ""]
     lines += [f"- {n}" for n in notes]
     if notes:
         lines.append("")
-    lines += [
+    lines += _configurations(figs)
+    if comps:
+        lines += _comparisons(comps)
+    lines += ["", "## Accuracy against cost", ""]
+    lines.append(
+        f"![accuracy against cost per case]({picture})"
+        if picture
+        else "(no picture: install the `eval` extra, `pip install 'debate-bot[eval]'`)"
+    )
+    lines += _escalated_and_failed(results)
+    lines += _HOW_TO_READ
+    return "\n".join(lines)
+
+
+def _configurations(figs: Sequence[ConfigFigures]) -> list[str]:
+    lines = [
         "## Configurations",
         "",
         "| configuration | spec | cases | accuracy (95 % CI) | escalated | failed "
@@ -181,53 +215,42 @@ def report_markdown(
             f"| {f.name} | `{f.spec}` | {f.n} | {acc} | {f.escalated} | {f.failed} "
             f"| {_usd(f.cost_usd)} | {f.tokens:,.0f} | {f.p50_s:.1f} s | {f.p95_s:.1f} s |"
         )
-    if comps:
-        lines += [
-            "",
-            f"## Against {comps[0]['a']}",
-            "",
-            "Paired, on the cases both answered: the difference in accuracy (second minus "
-            "first) with its 95 % interval (Newcombe), and McNemar's exact test on the "
-            "cases only one of the two got right.",
-            "",
-            "| configuration | cases | right only here / only there | difference (95 % CI) "
-            "| McNemar p |",
-            "| --- | ---: | ---: | --- | ---: |",
-        ]
-        for c in comps:
-            lines.append(
-                f"| {c['b']} | {c['_n']} | {c['_only_b']} / {c['_only_a']} "
-                f"| {100 * c['diff']:+.1f} pts ({100 * c['diff_low']:+.1f} to "
-                f"{100 * c['diff_high']:+.1f}) | {c['p_value']:.3g} |"
-            )
-    lines += ["", "## Accuracy against cost", ""]
-    lines.append(
-        f"![accuracy against cost per case]({picture})"
-        if picture
-        else "(no picture: install the `eval` extra, `pip install 'debate-bot[eval]'`)"
-    )
-    odd = [r for r in results if r.status != "answered"]
-    if odd:
-        lines += ["", "## Escalated and failed", "", "| case | configuration | status | why |"]
-        lines.append("| --- | --- | --- | --- |")
-        for r in odd[:50]:
-            lines.append(f"| {r.case_id} | {r.config} | {r.status} | {r.detail} |")
-        if len(odd) > 50:
-            lines.append(f"| … {len(odd) - 50} more in report.json | | | |")
-    lines += [
+    return lines
+
+
+def _comparisons(comps: Sequence[dict[str, Any]]) -> list[str]:
+    lines = [
         "",
-        "## How to read this",
+        f"## Against {comps[0]['a']}",
         "",
-        "- Accuracy is over the cases a configuration answered; escalations (the "
-        "configuration declined to decide) and failures are counted apart. A configuration "
-        "that escalates its hard cases looks more accurate and answers fewer: read both.",
-        "- Two configurations differ credibly when the interval of the difference excludes "
-        "0 (and McNemar's p is small); overlapping accuracy intervals alone do not decide it.",
-        "- Cost is the providers' list price of the tokens used (`DEBATE_BOT_PRICES_FILE` "
-        "overrides); time is wall time per case, with the calls of a case side by side.",
+        "Paired, on the cases both answered: the difference in accuracy (second minus "
+        "first) with its 95 % interval (Newcombe), and McNemar's exact test on the "
+        "cases only one of the two got right.",
         "",
+        "| configuration | cases | right only here / only there | difference (95 % CI) "
+        "| McNemar p |",
+        "| --- | ---: | ---: | --- | ---: |",
     ]
-    return "\n".join(lines)
+    for c in comps:
+        lines.append(
+            f"| {c['b']} | {c['_n']} | {c['_only_b']} / {c['_only_a']} "
+            f"| {100 * c['diff']:+.1f} pts ({100 * c['diff_low']:+.1f} to "
+            f"{100 * c['diff_high']:+.1f}) | {c['p_value']:.3g} |"
+        )
+    return lines
+
+
+def _escalated_and_failed(results: Sequence[Result]) -> list[str]:
+    odd = [r for r in results if r.status != "answered"]
+    if not odd:
+        return []
+    lines = ["", "## Escalated and failed", "", "| case | configuration | status | why |"]
+    lines.append("| --- | --- | --- | --- |")
+    for r in odd[:_ODD_SHOWN]:
+        lines.append(f"| {r.case_id} | {r.config} | {r.status} | {r.detail} |")
+    if len(odd) > _ODD_SHOWN:
+        lines.append(f"| … {len(odd) - _ODD_SHOWN} more in report.json | | | |")
+    return lines
 
 
 def write_report(
