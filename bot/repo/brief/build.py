@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bot.core.errors import ConfigError
 from bot.engine.types import ContextFile
 from bot.inputs.text import assemble_context
-from bot.repo.brief.choose import MAX_FILES, choose, rank
+from bot.repo.brief.choose import MAX_FILES, Candidate, choose, rank
 from bot.repo.brief.opening import opening_comment
 from bot.repo.brief.tree import (
     Category,
@@ -97,6 +97,39 @@ def build_brief(
     to ``budget_kb`` in priority order, condensed like ``@file`` references."""
     scope = normalize_scope(scope)
     scoped = in_scope(entries, scope, ref=ref)
+    kept, skipped = _kept(scoped, scope)
+    tree_text = outline(kept, scope)
+    ranked = rank(entries, scope)
+    planned = {c.path for c in choose(ranked, max_files)}
+    read = _Read.of(ranked, planned, contents)
+    files, budget_notes = _fit(read.loaded, ranked, tree_text, budget_kb)
+    left_out = [
+        *summarize_skipped(skipped, scope),
+        *read.left_out(),
+        *budget_notes,
+        *_not_read(ranked, planned, contents, max_files),
+    ]
+    truncated_note = (
+        f"The file tree was truncated by GitHub; reviewed from the {len(entries):,} "
+        "entries that came back."
+    )
+    return Brief(
+        repo=repo,
+        ref=ref,
+        scope=scope,
+        outline=tree_text,
+        files=files,
+        left_out=tuple(left_out),
+        warnings=(truncated_note,) if truncated else (),
+        entries=len(scoped),
+    )
+
+
+def _kept(
+    scoped: Sequence[TreeEntry], scope: str
+) -> tuple[list[TreeEntry], dict[Category, list[str]]]:
+    """The files the outline shows, and by category the ones it leaves out;
+    ConfigError when nothing is left to review."""
     kept: list[TreeEntry] = []
     skipped: dict[Category, list[str]] = {}
     for e in scoped:
@@ -114,32 +147,53 @@ def build_brief(
             f"Nothing to review in {where}: its {n:,} files are all vendored, "
             "generated, binary or lockfiles."
         )
-    tree_text = outline(kept, scope)
-    left_out = summarize_skipped(skipped, scope)
+    return kept, skipped
 
-    ranked = rank(entries, scope)
-    planned = {c.path for c in choose(ranked, max_files)}
-    loaded: dict[str, str | None] = {}
-    unread: list[str] = []  # fetched, but gone or not text
-    unfetched: list[str] = []  # planned, but the caller stopped before them
-    for c in ranked:
-        text = contents.get(c.path)
-        if text is None:
-            if c.path in contents:
-                unread.append(c.path)
-            elif c.path in planned:
-                unfetched.append(c.path)
-            continue
-        if c.role == "source":
-            text = _excerpt(text, c.path)
+
+@dataclass
+class _Read:
+    """The candidates' texts as the brief attaches them (a source file's
+    opening comment only), and the ones it could not."""
+
+    loaded: dict[str, str] = field(default_factory=dict)
+    no_opening: list[str] = field(default_factory=list)  # source files without one
+    unread: list[str] = field(default_factory=list)  # fetched, but gone or not text
+    unfetched: list[str] = field(default_factory=list)  # planned, but the caller stopped first
+
+    @classmethod
+    def of(
+        cls, ranked: Sequence[Candidate], planned: set[str], contents: Mapping[str, str | None]
+    ) -> _Read:
+        read = cls()
+        for c in ranked:
+            text = contents.get(c.path)
             if text is None:
-                left_out.append(f"`{c.path}`: no opening docstring or comment")
+                if c.path in contents:
+                    read.unread.append(c.path)
+                elif c.path in planned:
+                    read.unfetched.append(c.path)
                 continue
-        loaded[c.path] = text
-    # Whatever the caller fetched counts as read, even beyond this plan's bound.
-    unplanned = [c for c in ranked if c.path not in planned and c.path not in contents]
-    not_planned = [c.path for c in unplanned if c.role != "source"]
-    smaller = sum(1 for c in unplanned if c.role == "source")
+            if c.role == "source":
+                text = _excerpt(text, c.path)
+                if text is None:
+                    read.no_opening.append(c.path)
+                    continue
+            read.loaded[c.path] = text
+        return read
+
+    def left_out(self) -> list[str]:
+        lines = [f"`{path}`: no opening docstring or comment" for path in self.no_opening]
+        if self.unread:
+            lines.append(f"could not be read (gone or not text): {_names(self.unread)}")
+        if self.unfetched:
+            lines.append(f"not fetched: {_names(self.unfetched)}")
+        return lines
+
+
+def _fit(
+    loaded: Mapping[str, str | None], ranked: Sequence[Candidate], tree_text: str, budget_kb: int
+) -> tuple[tuple[ContextFile, ...], list[str]]:
+    """The texts fitted to the budget, and what the budget left out."""
     files, budget_notes = assemble_context(f"{_DESIGN_WORDS}\n{tree_text}", loaded, budget_kb)
     # An excerpt stands for the whole file: its real size, marked condensed.
     sizes = {c.path: c.size for c in ranked if c.role == "source"}
@@ -147,37 +201,32 @@ def build_brief(
         ContextFile(f.path, f.text, sizes[f.path], condensed=True) if f.path in sizes else f
         for f in files
     )
-    if unread:
-        left_out.append(f"could not be read (gone or not text): {_names(unread)}")
-    if unfetched:
-        left_out.append(f"not fetched: {_names(unfetched)}")
-    left_out.extend(budget_notes)
+    return files, list(budget_notes)
+
+
+def _not_read(
+    ranked: Sequence[Candidate],
+    planned: set[str],
+    contents: Mapping[str, str | None],
+    max_files: int,
+) -> list[str]:
+    """The candidates beyond the plan's bound that nobody fetched."""
+    # Whatever the caller fetched counts as read, even beyond this plan's bound.
+    unplanned = [c for c in ranked if c.path not in planned and c.path not in contents]
+    not_planned = [c.path for c in unplanned if c.role != "source"]
+    smaller = sum(1 for c in unplanned if c.role == "source")
+    lines = []
     if not_planned:
-        left_out.append(
+        lines.append(
             f"{_n(len(not_planned), 'more candidate file')} not read (at most {max_files} "
             f"per review): {_names(not_planned)}"
         )
     if smaller:
-        left_out.append(
+        lines.append(
             f"{_n(smaller, 'source file')} not read (a review reads only the opening "
             "comment of the largest few)"
         )
-    warnings = []
-    if truncated:
-        warnings.append(
-            f"The file tree was truncated by GitHub; reviewed from the {len(entries):,} "
-            "entries that came back."
-        )
-    return Brief(
-        repo=repo,
-        ref=ref,
-        scope=scope,
-        outline=tree_text,
-        files=files,
-        left_out=tuple(left_out),
-        warnings=tuple(warnings),
-        entries=len(scoped),
-    )
+    return lines
 
 
 def _excerpt(text: str, path: str) -> str | None:
