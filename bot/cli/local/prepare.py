@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from bot.cli.local.files import display_name, load_refs, read_plan, read_stdin, repo_root
-from bot.cli.local.spec import Flags, spec_from_plan
+from bot.cli.local.spec import Flags, SpecInputs, spec_from_inputs
 from bot.core.errors import ConfigError
 from bot.core.settings import Settings
 from bot.engine.types import DebateSpec
@@ -96,18 +96,20 @@ def prepare_run(
     )
     subject, truncated = cap_subject(plan.body)
     context, warnings = load_refs(plan.refs, root, plan.body, budget)
-    spec = spec_from_plan(
+    spec = spec_from_inputs(
         plan,
-        subject=subject,
-        subject_truncated=truncated,
-        context_files=context,
-        warnings=warnings,
-        flags=flags,
-        config=config,
-        settings=settings,
-        available_providers=available_providers,
-        seed=seed,
-        tools_available=True,  # the working tree, as git ls-files lists it
+        SpecInputs(
+            subject=subject,
+            subject_truncated=truncated,
+            context_files=context,
+            warnings=warnings,
+            flags=flags,
+            config=config,
+            settings=settings,
+            available_providers=available_providers,
+            seed=seed,
+            tools_available=True,  # the working tree, as git ls-files lists it
+        ),
     )
     return Prepared(source, spec, output_dir or _output_dir(plan, root), root)
 
@@ -149,18 +151,20 @@ def prepare_review(
     )
     subject, truncated = cap_subject(brief.subject_text())
     plan = parse_plan(subject, source=brief.title, mode="critique")
-    spec = spec_from_plan(
+    spec = spec_from_inputs(
         plan,
-        subject=subject,
-        subject_truncated=truncated,
-        context_files=brief.files,
-        warnings=(*brief.audit_warnings(), *(("subject truncated",) if truncated else ())),
-        flags=replace(flags, mode="critique"),
-        config=config,
-        settings=settings,
-        available_providers=available_providers,
-        seed=seed,
-        tools_available=True,
+        SpecInputs(
+            subject=subject,
+            subject_truncated=truncated,
+            context_files=brief.files,
+            warnings=(*brief.audit_warnings(), *(("subject truncated",) if truncated else ())),
+            flags=replace(flags, mode="critique"),
+            config=config,
+            settings=settings,
+            available_providers=available_providers,
+            seed=seed,
+            tools_available=True,
+        ),
     )
     spec = replace(spec, subject_kind="repository", title=brief.title)
     return Prepared(brief.title, spec, output_dir or DEFAULT_OUTPUT_DIR, root)

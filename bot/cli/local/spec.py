@@ -86,36 +86,6 @@ class SpecInputs:
     tools_available: bool = False  # a reader of the working tree
 
 
-def spec_from_plan(
-    plan: Plan,
-    *,
-    subject: str,
-    subject_truncated: bool,
-    context_files: tuple[ContextFile, ...],
-    warnings: tuple[str, ...],
-    flags: Flags,
-    config: RepoConfig,
-    settings: Settings,
-    available_providers: frozenset[str],
-    seed: str,
-    tools_available: bool = False,
-) -> DebateSpec:
-    """``spec_from_inputs`` with its inputs as keywords."""
-    inputs = SpecInputs(
-        subject=subject,
-        subject_truncated=subject_truncated,
-        context_files=context_files,
-        warnings=warnings,
-        flags=flags,
-        config=config,
-        settings=settings,
-        available_providers=available_providers,
-        seed=seed,
-        tools_available=tools_available,
-    )
-    return spec_from_inputs(plan, inputs)
-
-
 def spec_from_inputs(plan: Plan, inputs: SpecInputs) -> DebateSpec:
     """Flags over the plan's frontmatter over the checkout's ``.github/debate.yml``
     over the server settings, as the bot weighs a plan against the repo config."""
