@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from bot.core.metrics import Metrics
 from bot.engine.agents import is_agent
@@ -45,25 +45,32 @@ def needs_reader(spec: DebateSpec) -> bool:
     return spec.tools or has_agents(spec)
 
 
-@asynccontextmanager
-async def run_models(
-    spec: DebateSpec,
-    *,
-    router: ModelRouter,
-    plain: Completer,
-    reader: Snapshot | None,
-    run_id: str,
-    steps: StepLog | None = None,
-    metrics: Metrics | None = None,
-    share: Share | None = None,
-    spent_usd: float = 0.0,
-    models_beyond_spec: Sequence[str] = (),
-) -> AsyncIterator[Completer]:
-    """The run's completer; agent workspaces are removed when the block ends.
+@dataclass(frozen=True)
+class Wiring:
+    """What a shell gives its run's model seam."""
 
-    ``spent_usd``: what the run has spent already (a resumed run's spend counts
-    against its cap from the first agent call). ``models_beyond_spec``: models
-    asked directly, not through the spec's seats (eval's single answers)."""
+    router: ModelRouter
+    plain: Completer  # the router's calls (the worker's carry the run's fair share)
+    reader: Snapshot | None  # the pinned commit (None: none is read)
+    run_id: str
+    steps: StepLog | None = None  # where a turn's steps are kept (None: not kept)
+    metrics: Metrics | None = None
+    share: Share | None = None
+    # What the run has spent already: a resumed run's spend counts against its
+    # cap from the first agent call.
+    spent_usd: float = 0.0
+    # Models asked directly, not through the spec's seats (eval's single answers).
+    models_beyond_spec: Sequence[str] = ()
+
+
+@asynccontextmanager
+async def run_models(spec: DebateSpec, wiring: Wiring) -> AsyncIterator[Completer]:
+    """The run's completer; agent workspaces are removed when the block ends."""
+    w = wiring
+    router, plain, reader, run_id, steps, share = (
+        w.router, w.plain, w.reader, w.run_id, w.steps, w.share
+    )  # fmt: skip
+    metrics, spent_usd, models_beyond_spec = w.metrics, w.spent_usd, w.models_beyond_spec
     models: Completer = plain
     if spec.tools and reader is not None:
         models = ToolLoop(

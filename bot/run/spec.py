@@ -64,6 +64,26 @@ def _personas(command: Command, config: RepoConfig) -> tuple[PersonaSpec, ...]:
     )
 
 
+def _seating(
+    command: Command, config: RepoConfig, settings: Settings, ov: Overrides
+) -> tuple[tuple[PersonaSpec, ...], list[str], str]:
+    """The personas, the models for auto-picked seats and the judge: the command's
+    over the plan's over the repo config's over the operator's."""
+    personas = ov.personas or _personas(command, config)
+    models = list(command.models) or list(config.models) or list(settings.default_models)
+    if command.models and personas:
+        personas = tuple(
+            PersonaSpec(p.name, p.perspective, models[i % len(models)], p.fallbacks)
+            for i, p in enumerate(personas)
+        )
+    judge = command.judge or config.judge or settings.default_model or (models[0] if models else "")
+    if not models and settings.default_model:
+        models = [settings.default_model]
+    if not judge and not any(p.model for p in personas):
+        raise ConfigError(NO_MODEL)
+    return personas, models, judge
+
+
 def build_spec(
     *,
     command: Command,
@@ -81,18 +101,7 @@ def build_spec(
     """Raises ConfigError (a message for the user) when no model is configured or
     the personas don't fit the mode, before any run exists."""
     ov = overrides or Overrides()
-    personas = ov.personas or _personas(command, config)
-    models = list(command.models) or list(config.models) or list(settings.default_models)
-    if command.models and personas:
-        personas = tuple(
-            PersonaSpec(p.name, p.perspective, models[i % len(models)], p.fallbacks)
-            for i, p in enumerate(personas)
-        )
-    judge = command.judge or config.judge or settings.default_model or (models[0] if models else "")
-    if not models and settings.default_model:
-        models = [settings.default_model]
-    if not judge and not any(p.model for p in personas):
-        raise ConfigError(NO_MODEL)
+    personas, models, judge = _seating(command, config, settings, ov)
     spec = DebateSpec(
         mode=mode,
         title=subject.title,

@@ -26,7 +26,7 @@ from bot.models.agents.sandbox import Limits
 from bot.models.router import ModelRouter
 from bot.repo.snapshot import Snapshot
 from bot.run.agent_seat import AgentSeats
-from bot.run.completers import run_models, seat_agents
+from bot.run.completers import Wiring, run_models, seat_agents
 from bot.run.execute import Collect, execute
 from testkit.fakes.agent_upstream import AgentScript, FakeAgentUpstream, Fault
 from testkit.harness.agents import (
@@ -233,9 +233,7 @@ async def test_three_agents_and_an_api_persona_debate_in_parallel(
         seated = seat_agents(spec, router)
         assert {"agent:claude-code", "agent:codex", "agent:gemini"} <= seated.available_providers
         tg.start_soon(count_sandboxes)
-        async with run_models(
-            seated, router=router, plain=router, reader=repo, run_id="run-four"
-        ) as models:
+        async with run_models(seated, Wiring(router, router, repo, "run-four")) as models:
             outcome = await execute(seated, (), models=models, hooks=hooks)
         tg.cancel_scope.cancel()
     openings = {t.key.slot: t for t in hooks.turns if t.key.phase == "opening"}

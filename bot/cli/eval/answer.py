@@ -23,7 +23,7 @@ from bot.cli.eval.material import SINGLE_MAX_OUTPUT_TOKENS, is_correct, read_ans
 from bot.cli.eval.reader import case_reader
 from bot.engine.types import DebateSpec, ModelRequest, Outcome, Turn, TurnKey
 from bot.models.router import ModelRouter
-from bot.run.completers import run_models
+from bot.run.completers import Wiring, run_models
 from bot.run.execute import Completer
 
 ABSTAIN = "ESCALATED"
@@ -113,8 +113,9 @@ async def _samples(job: Job, stored: list[Turn], router: ModelRouter, hooks: _Ho
 
     async with (
         run_models(
-            job.spec, router=router, plain=router, reader=case_reader(job.loaded),
-            run_id="eval", models_beyond_spec=job.config.models,
+            job.spec,
+            Wiring(router, router, case_reader(job.loaded), "eval",
+                   models_beyond_spec=job.config.models),
         ) as models,
         anyio.create_task_group() as tg,
     ):  # fmt: skip

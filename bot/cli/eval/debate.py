@@ -18,7 +18,7 @@ from typing import Protocol
 from bot.engine.types import DebateSpec, ModelRequest, Outcome, Turn
 from bot.models.router import ModelRouter
 from bot.repo.snapshot import Snapshot
-from bot.run.completers import run_models
+from bot.run.completers import Wiring, run_models
 from bot.run.execute import Completer, NoHooks, execute
 
 
@@ -44,7 +44,7 @@ async def debate_case(
 ) -> tuple[list[Turn], Outcome]:
     done = list(turns)
     # run_id names nothing stored: eval keeps no step log.
-    async with run_models(spec, router=router, plain=router, reader=reader, run_id="eval") as m:
+    async with run_models(spec, Wiring(router, router, reader, "eval")) as m:
         calls = _Budgeted(m, hooks)
         outcome = await execute(spec, done, models=calls, hooks=_Collect(done, hooks))
     return done, outcome

@@ -40,7 +40,7 @@ from bot.engine.render import render_transcript
 from bot.engine.types import DebateSpec, Mode, Outcome, Turn
 from bot.models.router import ModelRouter
 from bot.repo.local import open_checkout
-from bot.run.completers import needs_reader, run_models, seat_agents
+from bot.run.completers import Wiring, needs_reader, run_models, seat_agents
 from bot.run.estimate import Forecast, forecast, supply_of
 from bot.run.execute import Completer, execute
 
@@ -295,4 +295,4 @@ def local_models(
     agent's workspace). A local run is short and restarts cheaply, so its steps
     are not stored."""
     reader = open_checkout(root) if root is not None and needs_reader(spec) else None
-    return run_models(spec, router=router, plain=router, reader=reader, run_id="local")
+    return run_models(spec, Wiring(router, router, reader, "local"))

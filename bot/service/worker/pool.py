@@ -20,7 +20,7 @@ from bot.core.logs import get_logger
 from bot.engine.types import DebateSpec, Outcome, Turn
 from bot.github.gateway import InstallationClient
 from bot.github.pacing import writer_since
-from bot.run.completers import needs_reader, run_models
+from bot.run.completers import Wiring, needs_reader, run_models
 from bot.run.execute import Completer
 from bot.service.worker.context import Services
 from bot.service.worker.driver import (
@@ -361,14 +361,16 @@ class Worker:
         spent = (await svc.db.run_spend(run.id)).usd if spec.max_cost_usd is not None else 0.0
         return run_models(
             spec,
-            router=svc.models,
-            plain=plain,
-            reader=reader,
-            run_id=run.id,
-            steps=svc.store,
-            metrics=svc.metrics,
-            share=plain.share,
-            spent_usd=spent,
+            Wiring(
+                router=svc.models,
+                plain=plain,
+                reader=reader,
+                run_id=run.id,
+                steps=svc.store,
+                metrics=svc.metrics,
+                share=plain.share,
+                spent_usd=spent,
+            ),
         )
 
     async def _drive_with(self, gh: InstallationClient, run: RunRow, spec: DebateSpec) -> None:
