@@ -100,30 +100,8 @@ class RunQueries(StoreBase):
             "cost_usd": 0.0,
         }
         for _ in range(_INSERT_RETRIES):
-            now = self._now()
             try:
-                with self._errors("create_run"), self._write_turn, self.engine.begin() as conn:
-                    admitted: dict[str, Any] = {}
-                    if limits is not None:
-                        decision = admit(
-                            conn,
-                            now=now,
-                            repo=repo,
-                            installation_id=installation_id,
-                            requested_by=requested_by,
-                            limits=limits,
-                        )
-                        admitted = admitted_values(spec_obj, decision)
-                    row = (
-                        conn.execute(
-                            _INSERT_RUN,
-                            {**values, **admitted, "created_at": now, "updated_at": now},
-                        )
-                        .mappings()
-                        .one()
-                    )
-                    notify_work(conn)
-                return RunRow.from_mapping(row)
+                return self._insert_run(values, spec_obj, limits)
             except StoreError as exc:
                 if not isinstance(exc.__cause__, IntegrityError):
                     raise
@@ -134,6 +112,33 @@ class RunQueries(StoreBase):
                 raise StoreError(f"run id {values['id']} already exists")
             # The active run finished between our insert and the lookup: retry.
         raise StoreError("create_run: gave up after repeated conflicts")
+
+    def _insert_run(
+        self, values: dict[str, Any], spec: DebateSpec, limits: Limits | None
+    ) -> RunRow:
+        """One try: admission decided and the run inserted in one transaction."""
+        now = self._now()
+        with self._errors("create_run"), self._write_turn, self.engine.begin() as conn:
+            admitted: dict[str, Any] = {}
+            if limits is not None:
+                decision = admit(
+                    conn,
+                    now=now,
+                    repo=str(values["repo"]),
+                    installation_id=values["installation_id"],
+                    requested_by=str(values["requested_by"]),
+                    limits=limits,
+                )
+                admitted = admitted_values(spec, decision)
+            row = (
+                conn.execute(
+                    _INSERT_RUN, {**values, **admitted, "created_at": now, "updated_at": now}
+                )
+                .mappings()
+                .one()
+            )
+            notify_work(conn)
+        return RunRow.from_mapping(row)
 
     def get_run(self, run_id: str) -> RunRow | None:
         with self._read("get_run") as conn:
