@@ -20,6 +20,7 @@ from bot.cli.common import fail as _fail
 from bot.cli.common import settings as _settings
 from bot.cli.eval.cli import eval_app
 from bot.core.errors import BotError
+from bot.core.explain import FAILURE, OK, SETUP_ERROR
 from bot.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -226,7 +227,7 @@ def action() -> None:
         code = anyio.run(run_job, settings, job)
     except BotError as exc:  # e.g. GitHub unreachable: the job fails, with the reason
         typer.secho(f"error: {exc.public}", err=True, fg=typer.colors.RED)
-        raise typer.Exit(1) from None
+        raise typer.Exit(FAILURE) from None
     raise typer.Exit(code)
 
 
@@ -275,7 +276,7 @@ def setup(
         raise _fail(exc) from None
     install_url = _serve_setup_page(options, sock)
     if install_url is None:
-        raise typer.Exit(1)
+        raise typer.Exit(FAILURE)
     typer.echo(f"Saved the app to {env_file}. Install it: {install_url}")
     typer.echo('Then start it: debate-bot serve (or docker compose, README "Running it").')
 
@@ -380,9 +381,9 @@ def replay(
         raise _fail(exc) from None
     except httpx.HTTPError as exc:
         typer.secho(f"error: the service did not answer: {exc}", err=True, fg=typer.colors.RED)
-        raise typer.Exit(1) from None
+        raise typer.Exit(FAILURE) from None
     typer.echo(f"{result.status} {result.body} (delivery {result.delivery_id})")
-    raise typer.Exit(0 if 200 <= result.status < 300 else 1)
+    raise typer.Exit(OK if 200 <= result.status < 300 else FAILURE)
 
 
 app.command(name="spend")(spend_command.spend)
@@ -403,7 +404,7 @@ def check_config(
     for line in report.errors:
         typer.secho(f"error: {line}", err=True, fg=typer.colors.RED)
     if report.errors:
-        raise typer.Exit(2)
+        raise typer.Exit(SETUP_ERROR)
     for checked in report.checked:
         typer.echo(f"{checked}: valid")
 

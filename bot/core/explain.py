@@ -24,8 +24,11 @@ from bot.core.errors import BotError, ConfigError, StoreError
 from bot.core.redact import redact_known, redact_secrets
 from bot.core.settings import Settings
 
-SETUP_ERROR = 2  # a wrong setup or input: fix it and run again
+# Every command's exit codes, here once.
+OK = 0
 FAILURE = 1  # the setup is right; something failed on the way (a service, a run)
+SETUP_ERROR = 2  # a wrong setup or input: fix it and run again
+INTERRUPTED = 130  # Ctrl-C, as a shell reports it
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.core.errors import ConfigError
+from bot.core.explain import FAILURE, OK
 from bot.core.logs import get_logger
 from bot.core.metrics import Metrics
 from bot.core.settings import Settings
@@ -36,7 +37,7 @@ from bot.store import RunStore
 
 log = get_logger(__name__)
 
-EXIT_DONE, EXIT_FAILED = 0, 1  # a bad setup is a ConfigError: the CLI exits 2
+EXIT_DONE, EXIT_FAILED = OK, FAILURE  # a bad setup is a ConfigError: the CLI exits 2
 # Actions payloads carry no installation; the job token speaks for the one repository.
 JOB_INSTALLATION = 0
 WORKER_ID = "actions-job"

@@ -16,6 +16,7 @@ from typer.core import TyperGroup
 
 from bot.cli.common import settings
 from bot.core.errors import BotError
+from bot.core.explain import SETUP_ERROR
 
 DEFAULT_OUT = Path("eval-report")
 
@@ -42,7 +43,7 @@ def _guard(command: Callable[[], int]) -> None:
         code = command()
     except BotError as exc:
         typer.secho(f"error: {exc.public}", err=True, fg=typer.colors.RED)
-        raise typer.Exit(2) from None
+        raise typer.Exit(SETUP_ERROR) from None
     except KeyboardInterrupt:
         typer.secho(
             "interrupted: finished cases are kept; run the same command again to resume",

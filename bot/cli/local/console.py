@@ -34,6 +34,7 @@ from bot.cli.local.progress import Progress, step_label
 from bot.cli.local.spec import PLANNING_MODEL, Flags, check_models, parse_mode
 from bot.cli.terminal import make_console
 from bot.core.errors import ConfigError
+from bot.core.explain import FAILURE, INTERRUPTED, OK, SETUP_ERROR
 from bot.core.redact import redact_secrets
 from bot.core.settings import Settings
 from bot.engine.render import render_transcript
@@ -44,7 +45,7 @@ from bot.run.completers import Wiring, needs_reader, run_models, seat_agents
 from bot.run.estimate import Forecast, forecast, supply_of
 from bot.run.execute import Completer, execute
 
-EXIT_OK, EXIT_ABORTED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_ABORTED, EXIT_USAGE, EXIT_INTERRUPTED = OK, FAILURE, SETUP_ERROR, INTERRUPTED
 
 _ABORTED = {
     "quorum_lost": "fewer than two personas were left to debate",
