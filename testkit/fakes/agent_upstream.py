@@ -273,34 +273,9 @@ class FakeAgentUpstream:
         if self._thread is not None:
             raise RuntimeError("FakeAgentUpstream already started")
         self._stopping.clear()
-        # IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets whose proto says TCP.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        self._socket = sock
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            lifespan="off",
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=2,
-        )
-        self._server = serving.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [sock]},
-            name=f"fake-agent-upstream-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("FakeAgentUpstream failed to start")
-            time.sleep(0.005)
+        running = serving.serve_in_thread(self.app, "fake-agent-upstream")
+        self._server, self._thread, self._socket = running.server, running.thread, running.sock
+        self.port = running.port
         return self.url
 
     def stop(self) -> None:

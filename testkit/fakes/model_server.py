@@ -265,35 +265,9 @@ class FakeModelServer:
         if self._thread is not None:
             raise RuntimeError("FakeModelServer already started")
         self._stopping.clear()
-        # IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on accepted sockets whose
-        # proto says TCP; without it every response stalls ~40 ms (Nagle + delayed ACK).
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        self._socket = sock
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            lifespan="off",
-            log_config=None,  # leave the test process's logging alone
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=2,
-        )
-        self._server = serving.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [sock]},
-            name=f"fake-model-server-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("FakeModelServer failed to start")
-            time.sleep(0.005)
+        running = serving.serve_in_thread(self.app, "fake-model-server")
+        self._server, self._thread, self._socket = running.server, running.thread, running.sock
+        self.port = running.port
         return self
 
     def stop(self) -> None:

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
 
@@ -43,3 +47,43 @@ class Server(uvicorn.Server):
             task.cancel()
         for server in self.servers:
             await server.wait_closed()
+
+
+@dataclass
+class Running:
+    """A fake's server running in a thread of its own, on a loopback port."""
+
+    server: Server
+    thread: threading.Thread
+    sock: socket.socket
+    port: int
+
+
+def serve_in_thread(app: Any, name: str) -> Running:
+    """``app`` served on a free loopback port in a daemon thread, started."""
+    # IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on accepted sockets whose
+    # proto says TCP; without it every response stalls ~40 ms (Nagle + delayed ACK).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        log_config=None,  # leave the test process's logging alone
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=2,
+    )
+    server = Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name=f"{name}-{port}", daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"{name} failed to start")
+        time.sleep(0.005)
+    return Running(server, thread, sock, port)
