@@ -23,7 +23,6 @@ from bot.models.base import (
     history_as_text,
 )
 from bot.models.http import HttpProvider, count
-from bot.models.pricing import estimate_cost
 from bot.models.retry import RetryPolicy
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -128,19 +127,12 @@ class AnthropicProvider(HttpProvider):
             read = written = 0
             output = approx_tokens(text)
         total_input = fresh + read + written  # Anthropic reports the three parts separately
-        cost = estimate_cost(
-            model,
-            input_tokens=total_input,
-            cached_tokens=read,
-            output_tokens=output,
-            cache_write_tokens=written,
-        )
+        # Tokens only: the router prices every call by the deployment's book.
         return Usage(
             input_tokens=total_input,
             output_tokens=output,
             cached_tokens=read,
             latency_ms=latency_ms,
-            cost_usd=cost.usd,
             cache_write_tokens=written,
         )
 

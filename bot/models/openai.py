@@ -22,7 +22,6 @@ from bot.models.base import (
     history_as_text,
 )
 from bot.models.http import HttpProvider, count
-from bot.models.pricing import estimate_cost
 from bot.models.retry import RetryPolicy
 
 # OpenAI reasoning models spend hidden reasoning tokens out of max_completion_tokens;
@@ -139,15 +138,12 @@ class OpenAIProvider(HttpProvider):
             output_tokens = approx_tokens(text)
             cached = 0
         cached = min(cached, input_tokens)
-        cost = estimate_cost(
-            model, input_tokens=input_tokens, cached_tokens=cached, output_tokens=output_tokens
-        )
+        # Tokens only: the router prices every call by the deployment's book.
         return Usage(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cached_tokens=cached,
             latency_ms=latency_ms,
-            cost_usd=cost.usd,
         )
 
     # -- tool calling --------------------------------------------------------
