@@ -15,7 +15,7 @@ import pytest
 from bot.models.agents.wire import request_hash
 from testkit.fakes.agent_upstream import AgentScript, FakeAgentUpstream, Fault
 from testkit.harness.agents import MODELS, UPSTREAM_KEY, agent_bins, processes_mentioning
-from testkit.harness.scenarios import command, finished, seed_issue
+from testkit.harness.scenarios import command, finished, runs, seed_issue
 from testkit.harness.service import REPO, Harness
 
 MARKER = "pelican-9031-walrus"
@@ -126,3 +126,22 @@ def test_a_worker_killed_mid_turn_resumes_without_paying_a_call_twice(
     assert log.count('"replayed": 1') == 2, log[-3000:]
     posted = "\n".join(c["body"] for c in h.github.comments(REPO, number))
     assert MARKER in posted, posted[:3000]
+
+
+def test_without_a_sandbox_the_command_gets_one_reply_and_no_run_starts(
+    harness: Harness, upstream: FakeAgentUpstream
+) -> None:
+    h = harness
+    number = _seed(h)
+    h.env["DEBATE_BOT_AGENT_BWRAP"] = "/nonexistent/bwrap"
+    _start(h, upstream)
+    payload, comment_id = command(h, number, "/debate")
+    h.post("issue_comment", payload)
+    replies = h.wait_for(
+        lambda: [c for c in h.github.comments(REPO, number) if c["id"] != comment_id],
+        what="the reply",
+    )
+    (reply,) = replies
+    assert "bubblewrap" in reply["body"] and "Traceback" not in reply["body"]
+    assert "/nonexistent" not in reply["body"]  # no server path in a comment
+    assert runs(h) == [] and upstream.requests == []

@@ -105,7 +105,7 @@ async def _file_topic(
     title = sanitize(cmd.topic.strip().splitlines()[0])[:200]
     subject = subject_of(title, cmd.subject)
     try:  # refuse before filing anything, or a bad config leaves an orphan issue
-        r.make_spec(config, cmd, subject, run_id="check")
+        await r.seat(r.make_spec(config, cmd, subject, run_id="check")[1])
     except ConfigError as exc:
         await r.reply(gh, origin, exc.public)
         return "done"

@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypedDict, Unpack
 
+import anyio
+
 from bot.core.aio import both
 from bot.core.errors import (
     ActiveRun,
@@ -324,6 +326,7 @@ class Responder:
                 arbitration=what.arbitration,
                 repo_ref=repo_ref,
             )
+            spec = await self.seat(spec)
         except ConfigError as exc:
             await self.reply(gh, origin, exc.public)
             return "done"
@@ -423,8 +426,13 @@ class Responder:
             # The debaters read the pinned commit (bot/repo) when one was pinned.
             tools_available=repo_ref is not None,
         )
-        # An agent seat that cannot run here refuses the command (AgentUnavailable).
-        return chosen, seat_agents(spec, self.svc.models)
+        return chosen, spec
+
+    async def seat(self, spec: DebateSpec) -> DebateSpec:
+        """``spec`` with its agent seats proven able to run here (AgentUnavailable,
+        a ConfigError: one cannot, the command is refused). The first check of a
+        process starts bubblewrap and each CLI: off the event loop."""
+        return await anyio.to_thread.run_sync(seat_agents, spec, self.svc.models)
 
     async def acknowledge(
         self, gh: InstallationClient, origin: Origin, config: RepoConfig, link_from: Origin | None
