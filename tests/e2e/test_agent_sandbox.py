@@ -9,11 +9,13 @@ import os
 import socket
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from bot.models.agents.host import probe_sandbox
+from bot.models.agents.clis import Found
+from bot.models.agents.host import probe_sandbox, warm_compile_cache
 from bot.models.agents.sandbox import (
     SOCKET_NAME,
     Command,
@@ -51,6 +53,8 @@ attempt("dns", lambda: socket.getaddrinfo("example.com", 443))
 attempt("gateway_via_forwarder", lambda: connect("127.0.0.1", int(os.environ["FWD_PORT"])))
 attempt("root_home", lambda: os.listdir("/root"))
 attempt("host_tmp", lambda: os.listdir(cfg["host_dir"]))
+attempt("read_compile_cache", lambda: os.listdir(os.environ["NODE_COMPILE_CACHE"]))
+attempt("write_compile_cache", lambda: write(os.environ["NODE_COMPILE_CACHE"] + "/v1/entry"))
 environ = dict(os.environ)
 procs = {}
 for pid in os.listdir("/proc"):
@@ -123,6 +127,9 @@ async def test_the_sandbox_stops_writes_network_and_secrets(
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)  # the worker's environment holds a key
     port, hits = canary
     turn, gateway = _turn_dir(tmp_path)
+    cache = tmp_path / "compile-cache"
+    (cache / "v1").mkdir(parents=True)  # what a trusted `--version` run compiled
+    sandbox = replace(sandbox, compile_cache=cache)
     # The gateway's socket: the forwarder's one way out.
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(str(gateway / SOCKET_NAME))
@@ -157,9 +164,12 @@ async def test_the_sandbox_stops_writes_network_and_secrets(
         "gateway_via_forwarder": "ok",
         "root_home": "refused",
         "host_tmp": "refused",
+        "read_compile_cache": "ok",
+        "write_compile_cache": "refused",  # no turn can plant code for the next one
     }
     assert hits == []  # the host's loopback never heard from it
     assert (turn / "workspace" / "marker.txt").read_text() == "original\n"
+    assert list((cache / "v1").iterdir()) == []
     assert report["uid"] == 65534
     everything = json.dumps([report["env"], report["proc_environ"]])
     assert SECRET not in everything
@@ -207,3 +217,22 @@ async def test_a_long_output_line_is_read_whole(tmp_path: Path, sandbox: Sandbox
     assert result.ending == "exited"
     lines = result.stdout.splitlines()
     assert len(lines[0]) == 300_000 and lines[1] == b'{"type": "result"}'
+
+
+def test_the_compile_cache_is_written_only_by_the_warm_up(tmp_path: Path, sandbox: Sandbox) -> None:
+    """The start-up warm-up runs a Node CLI's `--version` as a turn's user with
+    the cache writable; what it writes is what a turn later reads."""
+    cache = tmp_path / "compile-cache"
+    cache.mkdir()
+    cli = tmp_path / "cli" / "fake-node-cli"
+    cli.parent.mkdir()
+    cli.write_text(
+        f"#!{python_for_sandbox()}\nimport os\n"
+        "d = os.path.join(os.environ['NODE_COMPILE_CACHE'], f'v1-{os.getuid()}')\n"
+        "os.makedirs(d, exist_ok=True)\nopen(os.path.join(d, 'entry'), 'w').write('compiled')\n"
+    )
+    cli.chmod(0o755)
+    found = Found("gemini", cli, "0.61.0", cli.parent)
+    warm_compile_cache(replace(sandbox, compile_cache=cache), found)
+    assert (cache / "v1-65534" / "entry").read_text() == "compiled"
+    warm_compile_cache(replace(sandbox, compile_cache=None), found)  # none configured: no run

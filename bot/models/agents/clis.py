@@ -51,6 +51,7 @@ class CliSpec:
     setting: str  # DEBATE_BOT_AGENT_<SETTING>_BIN / _MODEL
     names: tuple[str, ...]  # executables looked for on PATH
     min_version: str
+    on_node = False  # a Node.js program: its start is sped by the compile cache
 
     def command(self, found: Found, *, model: str, token: str, max_turns: int) -> Command:
         raise NotImplementedError
@@ -78,8 +79,16 @@ def _events(stdout: bytes) -> list[dict[str, object]]:
     return out
 
 
-def _path_env(found: Found) -> str:
-    return f"{found.exe.parent}:/usr/local/bin:/usr/bin:/bin"
+def path_env(found: Found) -> str:
+    """PATH inside the sandbox for ``found``."""
+    return _dir_path(found.exe, found.install_dir)
+
+
+def _dir_path(exe: Path, install_dir: Path) -> str:
+    """PATH for a CLI: the Node.js pinned beside the CLIs first, when installed."""
+    node = install_dir / ".bin"
+    first = f"{node}:" if (node / "node").is_file() else ""
+    return f"{first}{exe.parent}:/usr/local/bin:/usr/bin:/bin"
 
 
 class ClaudeCode(CliSpec):
@@ -96,7 +105,7 @@ class ClaudeCode(CliSpec):
             argv.append(f"--model={model}")
         env = {
             **QUIET,
-            "PATH": _path_env(found),
+            "PATH": path_env(found),
             "HOME": HOME,
             "ANTHROPIC_BASE_URL": GATEWAY_URL,
             "ANTHROPIC_API_KEY": token,
@@ -143,7 +152,7 @@ class Codex(CliSpec):
         argv.append("-")  # the prompt from standard input
         env = {
             **QUIET,
-            "PATH": _path_env(found),
+            "PATH": path_env(found),
             "HOME": HOME,
             "CODEX_HOME": f"{HOME}/.codex",  # apart from TMPDIR: its sandbox breaks there
             "TMPDIR": SANDBOX_TMP,
@@ -190,6 +199,8 @@ GEMINI_SETTINGS: Final = {
 
 
 class Gemini(CliSpec):
+    on_node = True
+
     def command(self, found: Found, *, model: str, token: str, max_turns: int) -> Command:
         argv = [
             # stream-json: events as they happen (json says nothing until the end,
@@ -201,7 +212,7 @@ class Gemini(CliSpec):
             argv.append(f"--model={model}")
         env = {
             **QUIET,
-            "PATH": _path_env(found),
+            "PATH": path_env(found),
             "HOME": HOME,
             "GEMINI_API_KEY": token,
             "GOOGLE_GEMINI_BASE_URL": GATEWAY_URL,
@@ -251,6 +262,7 @@ def find_cli(spec: CliSpec, configured: str | None, environ: Mapping[str, str]) 
             cause="cli",
         )
     path = Path(exe).resolve()
+    root = install_root(path)
     try:
         out = subprocess.run(  # noqa: S603  (the operator's own executable)
             [str(path), "--version"],
@@ -258,7 +270,11 @@ def find_cli(spec: CliSpec, configured: str | None, environ: Mapping[str, str]) 
             text=True,
             timeout=60,
             stdin=subprocess.DEVNULL,
-            env={"PATH": _dir_path(path), "HOME": "/nonexistent", **QUIET},
+            env={
+                "PATH": _dir_path(path, root),
+                "HOME": "/nonexistent",
+                **QUIET,
+            },
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise AgentUnavailable(
@@ -272,11 +288,7 @@ def find_cli(spec: CliSpec, configured: str | None, environ: Mapping[str, str]) 
             f"(install {spec.min_version} or newer)",
             cause="cli",
         )
-    return Found(spec.cli, path, ".".join(map(str, version)), install_root(path))
-
-
-def _dir_path(exe: Path) -> str:
-    return f"{exe.parent}:/usr/local/bin:/usr/bin:/bin"
+    return Found(spec.cli, path, ".".join(map(str, version)), root)
 
 
 def install_root(exe: Path) -> Path:

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio
@@ -24,8 +24,16 @@ from bot.core.errors import AgentUnavailable
 from bot.core.logs import get_logger
 from bot.core.settings import Settings
 from bot.engine.agents import PREFIX, UPSTREAM, AgentRef, Cli, is_agent, parse_agent
-from bot.models.agents.clis import CLI_SPECS, CliSpec, Found, find_cli
-from bot.models.agents.sandbox import Limits, Sandbox, bwrap_argv, find_sandbox
+from bot.models.agents.clis import CLI_SPECS, QUIET, CliSpec, Found, find_cli, path_env
+from bot.models.agents.sandbox import (
+    HOME,
+    Command,
+    Limits,
+    Sandbox,
+    bwrap_argv,
+    find_sandbox,
+    warm_argv,
+)
 
 log = get_logger(__name__)
 
@@ -102,6 +110,9 @@ class AgentHost:
                 found = find_sandbox(self.sandbox_kind, self.bwrap_setting)
                 if found.confined:
                     probe_sandbox(found)
+                    cache = self.root / "node-compile-cache"
+                    cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    found = replace(found, compile_cache=cache)
             except AgentUnavailable as exc:
                 self._failed["sandbox"] = (time.monotonic(), exc)
                 raise
@@ -117,10 +128,13 @@ class AgentHost:
         if cli not in self._found:
             self._recent_failure(cli)
             try:
-                self._found[cli] = find_cli(CLI_SPECS[cli], self.bins.get(cli), self.environ)
+                found = find_cli(CLI_SPECS[cli], self.bins.get(cli), self.environ)
             except AgentUnavailable as exc:
                 self._failed[cli] = (time.monotonic(), exc)
                 raise
+            self._found[cli] = found
+            if CLI_SPECS[cli].on_node and self._sandbox is not None:
+                warm_compile_cache(self._sandbox, found)
         return self._found[cli]
 
     def _recent_failure(self, what: str) -> None:
@@ -161,6 +175,32 @@ class AgentHost:
     @staticmethod
     def upstream_provider(cli: Cli) -> str:
         return UPSTREAM[cli]
+
+
+def warm_compile_cache(sandbox: Sandbox, found: Found) -> None:
+    """Run a Node CLI's ``--version`` once in the sandbox with the compile cache
+    writable: turns then start from compiled code. Best effort: a cold cache
+    only costs speed."""
+    if sandbox.compile_cache is None:
+        return
+    command = Command(
+        (str(found.exe), "--version"), {"PATH": path_env(found), "HOME": HOME, **QUIET},
+        found.install_dir,
+    )  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="debate-bot-warm-") as folder:
+        turn = Path(folder)
+        for sub in ("workspace", "home", "tmp", "gateway"):
+            (turn / sub).mkdir()
+        try:
+            done = subprocess.run(  # noqa: S603  (our own argv)
+                warm_argv(sandbox, command, turn_dir=turn), capture_output=True, timeout=60,
+                stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"},
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("agent.compile_cache_cold", cli=found.cli, error=type(exc).__name__)
+            return
+    if done.returncode != 0:
+        log.warning("agent.compile_cache_cold", cli=found.cli, exit=done.returncode)
 
 
 def probe_sandbox(sandbox: Sandbox) -> None:
