@@ -46,6 +46,8 @@ def budget_for(spec: DebateSpec, phase: Phase) -> ToolBudget | None:
 
 _PATH = {"type": "string", "description": "a path relative to the repository root"}
 
+# The one tool contract: what the providers send (bot/models, the estimate's
+# count) and what bot/repo/tools.py validates a call's arguments against.
 TOOL_DEFINITIONS: Final[dict[ToolName, tuple[str, dict[str, Any]]]] = {
     "list_files": (
         "List the entries of a folder of the repository at the pinned commit, one a "
@@ -90,6 +92,15 @@ TOOL_DEFINITIONS: Final[dict[ToolName, tuple[str, dict[str, Any]]]] = {
 def definitions(names: tuple[ToolName, ...]) -> list[tuple[str, str, dict[str, Any]]]:
     """(name, description, JSON schema of the arguments) of each tool offered."""
     return [(n, *TOOL_DEFINITIONS[n]) for n in names]
+
+
+def tool_named(name: str) -> ToolName | None:
+    """The tool a model called by ``name``, or None: there is no such tool."""
+    return next((n for n in TOOL_DEFINITIONS if n == name), None)
+
+
+def required_arguments(name: ToolName) -> tuple[str, ...]:
+    return tuple(TOOL_DEFINITIONS[name][1]["required"])
 
 
 # Told once per run in the system prompt when tools are on (constant, so caches hit).

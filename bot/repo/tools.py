@@ -1,6 +1,7 @@
 """The three read-only tools the debaters call: ``list_files``, ``read_file``,
-``search_code`` (names and arguments are part of the contract, see
-docs/architecture.md "Repository snapshots").
+``search_code``. Their names, descriptions and arguments are the engine's
+contract (``bot/engine/tools.py`` ``TOOL_DEFINITIONS``); calls are checked
+against it here.
 
 ``run_tool`` never raises for anything the model did: an unknown tool,
 arguments that are not JSON or miss a field, a path outside the repository, a
@@ -25,10 +26,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import anyio
 
+from bot.engine.tools import TOOL_DEFINITIONS, required_arguments, tool_named
+from bot.engine.types import ToolName
 from bot.repo.paths import Refused, clean_path
 from bot.repo.search import compile_pattern, search
 from bot.repo.snapshot import Entry, Snapshot, split_lines
@@ -53,54 +56,14 @@ class ToolAnswer:
     path: str | None  # the file read_file read (resolved), else None
 
 
-def _arguments_schema(required: str, **fields: tuple[str, str]) -> dict[str, Any]:
-    """A JSON schema object: ``fields`` name → (JSON type, description)."""
-    return {
-        "type": "object",
-        "properties": {k: {"type": t, "description": d} for k, (t, d) in fields.items()},
-        "required": [required],
-        "additionalProperties": False,
-    }
-
-
-# JSON schemas of the arguments, as the providers' tool definitions carry them.
-TOOL_SCHEMAS: Final[dict[str, dict[str, Any]]] = {
-    "list_files": _arguments_schema(
-        "path", path=("string", 'A folder; "" is the repository root.')
-    ),
-    "read_file": _arguments_schema(
-        "path",
-        path=("string", "A file path from the repository root."),
-        start_line=("integer", "First line (1-based)."),
-        end_line=("integer", "Last line (inclusive)."),
-    ),
-    "search_code": _arguments_schema(
-        "pattern",
-        pattern=("string", "A regular expression (RE2 syntax)."),
-        path=("string", "A folder to search in (default: all)."),
-    ),
-}
-TOOL_DESCRIPTIONS: Final[dict[str, str]] = {
-    "list_files": "List a folder of the repository at the pinned commit. Folders end in /.",
-    "read_file": (
-        "Read a text file of the repository at the pinned commit; each line is prefixed "
-        "with its number. Cite code as path:L12 or path:L12-L20 from these numbers."
-    ),
-    "search_code": (
-        "Search the repository's text files at the pinned commit with a regular "
-        "expression; answers path:line: text."
-    ),
-}
-
-
 async def run_tool(reader: Snapshot, name: str, arguments: str, caps: ToolCaps) -> ToolAnswer:
     """Run one tool call on the snapshot; every refusal is an error answer."""
     path: str | None = None
     try:
-        args = _arguments(name, arguments)
-        if name == "list_files":
+        tool, args = _arguments(name, arguments)
+        if tool == "list_files":
             text = await list_files(reader, _string(args, "path"), caps)
-        elif name == "read_file":
+        elif tool == "read_file":
             path, text = await read_file(
                 reader,
                 _string(args, "path"),
@@ -119,9 +82,10 @@ def _answer(text: str, *, error: bool, path: str | None) -> ToolAnswer:
     return ToolAnswer(text, error, len(text.encode("utf-8")), path)
 
 
-def _arguments(name: str, raw: str) -> dict[str, Any]:
-    if name not in TOOL_SCHEMAS:
-        raise Refused(f"there is no tool {name!r}; the tools are {', '.join(TOOL_SCHEMAS)}.")
+def _arguments(name: str, raw: str) -> tuple[ToolName, dict[str, Any]]:
+    tool = tool_named(name)
+    if tool is None:
+        raise Refused(f"there is no tool {name!r}; the tools are {', '.join(TOOL_DEFINITIONS)}.")
     try:
         args = json.loads(raw) if raw.strip() else {}
     except ValueError:
@@ -131,10 +95,10 @@ def _arguments(name: str, raw: str) -> dict[str, Any]:
         ) from None
     if not isinstance(args, dict):
         raise Refused(f"the arguments of {name} must be a JSON object.")
-    for required in TOOL_SCHEMAS[name]["required"]:
+    for required in required_arguments(tool):
         if required not in args:
             raise Refused(f"{name} needs the argument `{required}`.")
-    return args
+    return tool, args
 
 
 def _example(name: str) -> dict[str, Any]:

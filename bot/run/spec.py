@@ -1,4 +1,18 @@
-"""Building a DebateSpec from a command, the repo config and server settings."""
+"""The one DebateSpec builder of every shell (the worker, `debate-bot run` and
+`review`, eval): the command over a plan's frontmatter over the repo config over
+the server settings.
+
+- personas: the plan's, else the ones the command names, else the repo
+  config's (none: the engine picks a pair);
+- a seat's model: the command's models seat by seat, else the persona's own
+  ``model``, else the repo config's ``models`` seat by seat, else
+  ``DEBATE_BOT_DEFAULT_MODELS`` seat by seat, else ``DEBATE_BOT_DEFAULT_MODEL``;
+- the judge: the command's, else the repo config's ``judge``, else
+  ``DEBATE_BOT_DEFAULT_MODEL``, else the first of the seats' models above, else
+  the first persona's model (the engine's ``judge_models``);
+- no model at all: a ConfigError worded for where its user can fix it, or, for
+  a dry run on the command line, a stand-in model and a warning.
+"""
 
 from __future__ import annotations
 
@@ -18,12 +32,24 @@ from bot.engine.types import (
     SubjectKind,
 )
 from bot.inputs.parser import Command
-from bot.inputs.repo_config import RepoConfig
+from bot.inputs.plan import Plan
+from bot.inputs.repo_config import PersonaConfig, RepoConfig
 
+# No model at all, worded for where its user can fix it: on GitHub, on the command line.
 NO_MODEL = (
     "No model is configured. Set `judge` and `personas` (or `models`) in "
     "`.github/debate.yml`, or ask the operator to set DEBATE_BOT_DEFAULT_MODEL."
 )
+NO_MODEL_LOCAL = (
+    "no model is configured. Set DEBATE_BOT_DEFAULT_MODEL (e.g. openai/gpt-4.1-mini) or pass "
+    "--model, together with the provider's key: OPENAI_API_KEY (or OPENAI_BASE_URL for a local "
+    "OpenAI-compatible server) or ANTHROPIC_API_KEY. For an offline rehearsal without any key, "
+    "pass --model scripted/rehearsal."
+)
+
+
+def _persona(p: PersonaConfig) -> PersonaSpec:
+    return PersonaSpec(p.name, p.perspective, p.model or "", tuple(p.fallbacks))
 
 
 @dataclass(frozen=True)
@@ -34,6 +60,27 @@ class Overrides:
     response_scale: float | None = None
     synthesizer: str | None = None
     personas: tuple[PersonaSpec, ...] = ()
+
+    @classmethod
+    def of(cls, plan: Plan) -> Overrides:
+        """Only the keys the plan's file sets."""
+        keys = set(plan.frontmatter_keys)
+        return cls(
+            rounds=plan.rounds if "rounds" in keys else None,
+            response_scale=plan.response_scale if "response_scale" in keys else None,
+            synthesizer=plan.synthesizer if "synthesizer" in keys else None,
+            personas=tuple(map(_persona, plan.personas)) if "personas" in keys else (),
+        )
+
+
+@dataclass(frozen=True)
+class Local:
+    """A run asked for on the command line: its refusals name the plan file
+    (``source``) and the flags that fix them; a dry run calls no model, so with
+    none configured it plans with ``stand_in`` and says so."""
+
+    source: str
+    stand_in: str | None = None
 
 
 @dataclass(frozen=True)
@@ -53,22 +100,19 @@ def _personas(command: Command, config: RepoConfig) -> tuple[PersonaSpec, ...]:
         for name in command.personas:
             p = configured.get(name.lower())
             if p is not None:
-                chosen.append(PersonaSpec(p.name, p.perspective, p.model or "", tuple(p.fallbacks)))
+                chosen.append(_persona(p))
             else:
                 lens = next((v for k, v in LENSES.items() if k.lower() == name.lower()), None)
                 chosen.append(PersonaSpec(name, lens or f"{name}'s honest view", ""))
         return tuple(chosen)
-    return tuple(
-        PersonaSpec(p.name, p.perspective, p.model or "", tuple(p.fallbacks))
-        for p in config.personas
-    )
+    return tuple(map(_persona, config.personas))
 
 
 def _seating(
-    command: Command, config: RepoConfig, settings: Settings, ov: Overrides
-) -> tuple[tuple[PersonaSpec, ...], list[str], str]:
-    """The personas, the models for auto-picked seats and the judge: the command's
-    over the plan's over the repo config's over the operator's."""
+    command: Command, config: RepoConfig, settings: Settings, ov: Overrides, local: Local | None
+) -> tuple[tuple[PersonaSpec, ...], list[str], str, tuple[str, ...]]:
+    """The personas, the models for auto-picked seats, the judge and warnings:
+    the command's over the plan's over the repo config's over the operator's."""
     personas = ov.personas or _personas(command, config)
     models = list(command.models) or list(config.models) or list(settings.default_models)
     if command.models and personas:
@@ -79,9 +123,17 @@ def _seating(
     judge = command.judge or config.judge or settings.default_model or (models[0] if models else "")
     if not models and settings.default_model:
         models = [settings.default_model]
-    if not judge and not any(p.model for p in personas):
+    if judge or any(p.model for p in personas):
+        return personas, models, judge, ()
+    if local is None:
         raise ConfigError(NO_MODEL)
-    return personas, models, judge
+    if not local.stand_in:
+        raise ConfigError(NO_MODEL_LOCAL)
+    warning = (
+        f"no model is configured: planned with {local.stand_in} and its price "
+        "(set DEBATE_BOT_DEFAULT_MODEL or pass --model for yours)"
+    )
+    return personas, [local.stand_in], local.stand_in, (warning,)
 
 
 def build_spec(
@@ -97,11 +149,12 @@ def build_spec(
     overrides: Overrides | None = None,
     repo_ref: RepoRef | None = None,
     tools_available: bool = False,
+    local: Local | None = None,
 ) -> DebateSpec:
     """Raises ConfigError (a message for the user) when no model is configured or
     the personas don't fit the mode, before any run exists."""
     ov = overrides or Overrides()
-    personas, models, judge = _seating(command, config, settings, ov)
+    personas, models, judge, warnings = _seating(command, config, settings, ov, local)
     spec = DebateSpec(
         mode=mode,
         title=subject.title,
@@ -114,7 +167,7 @@ def build_spec(
         response_scale=ov.response_scale or config.response_scale,
         synthesizer=ov.synthesizer or config.synthesizer,
         context_files=subject.context_files,
-        warnings=subject.warnings,
+        warnings=(*subject.warnings, *warnings),
         subject_kind=subject.kind,
         max_tokens=config.max_tokens_per_run,
         vote_stalemates=command.vote_stalemates,
@@ -126,12 +179,12 @@ def build_spec(
         seed=run_id,
         default_models=tuple(models),
         repo_ref=repo_ref,
-        # Tools need the shell's snapshot of the pinned commit (tools_available).
+        # Tools need the shell's reader: the pinned commit, or the working tree.
         tools=tools_available and config.tools and not command.no_tools,
         require_evidence=config.arbitration.require_evidence,
     )
     try:
         next_step(spec, ())  # the engine's own checks (persona count, names, rounds)
     except ProtocolError as exc:
-        raise ConfigError(f"{exc}.") from exc
+        raise ConfigError(f"{local.source}: {exc}" if local else f"{exc}.") from exc
     return spec

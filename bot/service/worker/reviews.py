@@ -32,7 +32,7 @@ from typing import Any, Literal, Protocol
 
 from bot.core.errors import ConfigError, GitHubError, TransientGitHubError
 from bot.core.logs import get_logger
-from bot.engine.types import PersonaSpec, RepoRef
+from bot.engine.types import RepoRef
 from bot.github.events import PullRequestEvent
 from bot.github.gateway import InstallationClient
 from bot.inputs.parser import Command
@@ -91,21 +91,6 @@ def matches(path: str, patterns: Iterable[str]) -> bool:
 
 
 # --- one review -----------------------------------------------------------------------
-
-
-def _overrides(plan: Plan) -> Overrides:
-    keys = set(plan.frontmatter_keys)
-    return Overrides(
-        rounds=plan.rounds if "rounds" in keys else None,
-        response_scale=plan.response_scale if "response_scale" in keys else None,
-        synthesizer=plan.synthesizer if "synthesizer" in keys else None,
-        personas=tuple(
-            PersonaSpec(p.name, p.perspective, p.model or "", tuple(p.fallbacks))
-            for p in plan.personas
-        )
-        if "personas" in keys
-        else (),
-    )
 
 
 class PlanFiles(Protocol):
@@ -223,7 +208,7 @@ async def review_plan(
         cmd,
         await _plan_subject(read, config),
         mode="critique",
-        overrides=_overrides(plan),
+        overrides=Overrides.of(plan),
         extras={**(extras or {}), "review": review},
         commit=read.snap.commit,  # the commit the plan was read at: the debaters read it too
     )

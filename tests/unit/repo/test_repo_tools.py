@@ -9,9 +9,10 @@ import threading
 import anyio
 import pytest
 
+from bot.engine.tools import TOOL_DEFINITIONS
 from bot.repo.search import compile_pattern, search
 from bot.repo.snapshot import Limits
-from bot.repo.tools import TOOL_SCHEMAS, ToolAnswer, ToolCaps, run_tool
+from bot.repo.tools import ToolAnswer, ToolCaps, run_tool
 from testkit.harness.repo import archived
 
 FILES = {
@@ -50,12 +51,15 @@ def call(snap, name: str, args: object, caps: ToolCaps | None = None) -> ToolAns
     return anyio.run(lambda: run_tool(snap, name, raw, caps or ToolCaps()))
 
 
-def test_the_schemas_are_the_contract() -> None:
-    assert set(TOOL_SCHEMAS) == {"list_files", "read_file", "search_code"}
-    assert TOOL_SCHEMAS["read_file"]["required"] == ["path"]
-    assert set(TOOL_SCHEMAS["read_file"]["properties"]) == {"path", "start_line", "end_line"}
-    assert set(TOOL_SCHEMAS["search_code"]["properties"]) == {"pattern", "path"}
-    assert TOOL_SCHEMAS["search_code"]["required"] == ["pattern"]
+def test_calls_are_checked_against_the_engines_contract(snap) -> None:
+    schemas = {name: schema for name, (_, schema) in TOOL_DEFINITIONS.items()}
+    assert set(schemas) == {"list_files", "read_file", "search_code"}
+    assert set(schemas["read_file"]["properties"]) == {"path", "start_line", "end_line"}
+    assert set(schemas["search_code"]["properties"]) == {"pattern", "path"}
+    for name, schema in schemas.items():
+        (required,) = schema["required"]
+        answer = call(snap, name, {})
+        assert answer.is_error and answer.text == f"{name} needs the argument `{required}`."
 
 
 def test_list_files_root_and_folder(snap) -> None:
