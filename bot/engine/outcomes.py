@@ -11,15 +11,14 @@ from dataclasses import dataclass, replace
 from bot.engine.audit import answered_by, audit_block, code, model_specs
 from bot.engine.citations import checks_of, has_verified, link_citations, rests_on_unverified
 from bot.engine.replies import (
+    Arbitration,
+    CritiqueSynthesis,
     DebateVerdict,
-    parse_arbitration,
-    parse_critique,
-    parse_debate_verdict,
-    parse_proposal,
-    parse_review,
+    ProposalDraft,
+    ReviewSynthesis,
 )
 from bot.engine.routing import DEGRADED
-from bot.engine.stances import parse_position, stances_verdict
+from bot.engine.stances import stances_verdict
 from bot.engine.text import clip
 from bot.engine.types import JUDGE, ArbitrationVerdict, Finding, Outcome, OutcomeKind
 from bot.engine.view import Final, RoundRecord, RunView
@@ -132,7 +131,7 @@ def key_arguments(run: RunView) -> list[str]:
             elif t.status == "dropped":
                 cells.append(f"_dropped ({t.drop_class})_")
             else:
-                cells.append(cell(parse_position(t.text)))
+                cells.append(cell(run.reply(t).clipped_position()))
         lines.append(f"| {phase_label(rec)} | " + " | ".join(cells) + " |")
     return lines
 
@@ -159,7 +158,7 @@ def _fallback_text(run: RunView) -> str:
 
 
 def _debate(run: RunView) -> str:
-    v = parse_debate_verdict(run.synthesis.text) if run.synthesis else DebateVerdict()
+    v = run.synthesis_as(DebateVerdict) or DebateVerdict()
     settled = list(v.settled)
     open_ = list(v.open)
     if not settled and not open_ and run.rounds:
@@ -189,7 +188,7 @@ def _debate(run: RunView) -> str:
 
 
 def _critique(run: RunView) -> str:
-    c = parse_critique(run.synthesis.text) if run.synthesis else None
+    c = run.synthesis_as(CritiqueSynthesis)
     lines = [f"## Critique: {cell(run.spec.title, 200)}", "", *banner(run), "### Issues"]
     lines += [f"{i}. {p}" for i, p in enumerate(run.points, 1)]
     lines += ["", "### Critique report"]
@@ -217,7 +216,7 @@ def _critique(run: RunView) -> str:
 def _design_review(run: RunView) -> tuple[str, tuple[Finding, ...]]:
     """Findings ranked by severity with the files they concern, what the design does
     well, and where the personas still disagree; then the points examined."""
-    r = parse_review(run.synthesis.text) if run.synthesis else None
+    r = run.synthesis_as(ReviewSynthesis)
     title = cell(run.spec.title, 200)
     heading = title if title.lower().startswith("design review") else f"Design review: {title}"
     lines = [f"## {heading}", "", *banner(run), "### Findings"]
@@ -245,9 +244,10 @@ def arbitration_verdict(run: RunView) -> tuple[ArbitrationVerdict, str]:
     """The verdict and, when it had to be escalated, why. Never a silent default:
     an unparseable judge, personas still split, closing stances that contradict
     each other, or a judge contradicting the closing stances all give ESCALATED."""
-    if run.synthesis is None:
+    read = run.synthesis_as(Arbitration)
+    if run.synthesis is None or read is None:
         return "ESCALATED", "the judge's synthesis is unavailable"
-    judged, _ = parse_arbitration(run.synthesis.text)
+    judged = read.verdict
     if judged is None:
         return (
             "ESCALATED",
@@ -310,7 +310,8 @@ def with_evidence(run: RunView, main: str) -> str:
 
 def _arbitration(run: RunView) -> tuple[ArbitrationVerdict, str]:
     verdict, why = arbitration_verdict(run)
-    _, conclusion = parse_arbitration(run.synthesis.text) if run.synthesis else (None, "")
+    read = run.synthesis_as(Arbitration)
+    conclusion = read.conclusion if read else ""
     lines = [f"**Arbitration result: {verdict}.**", "", *banner(run), "### Participants"]
     for s in run.seats:
         turns = [t for t in run.used if t.key.slot == s.name]
@@ -338,7 +339,8 @@ def _arbitration(run: RunView) -> tuple[ArbitrationVerdict, str]:
             else:
                 stance = rec.ledger[name][1].stance
                 lines.append(
-                    f"- **{name}** ({code(t.model)}, {stance}): {cell(parse_position(t.text), 300)}"
+                    f"- **{name}** ({code(t.model)}, {stance}): "
+                    f"{cell(run.reply(t).clipped_position(), 300)}"
                 )
     lines += ["", "### Conclusion", "", conclusion or _fallback_text(run)]
     if why:
@@ -389,7 +391,7 @@ def _resolution(run: RunView, point: int) -> str:
 
 
 def _proposal(run: RunView) -> tuple[str, str]:
-    draft = parse_proposal(run.synthesis.text) if run.synthesis else None
+    draft = run.synthesis_as(ProposalDraft)
     title = "[PROPOSAL] " + cell(
         (draft.title if draft and draft.title else "") or run.spec.title, 120
     )

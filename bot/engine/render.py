@@ -16,7 +16,6 @@ from bot.engine.fold import replay
 from bot.engine.outcomes import Parts, outcome_parts
 from bot.engine.prompts import word_budget
 from bot.engine.routing import DEGRADED
-from bot.engine.stances import parse_position
 from bot.engine.types import DebateSpec, Outcome, Turn
 from bot.engine.view import Final, RunView
 
@@ -66,7 +65,7 @@ def _render_round(spec: DebateSpec, run: RunView, round: int, tier: int) -> str:
         lines += [
             f"### {s.name} ({code(t.model)})",
             "",
-            f"> {_safe(link_citations(parse_position(t.text, max_chars=600), checks))}",
+            f"> {_safe(link_citations(run.reply(t).clipped_position(600), checks))}",
             "",
         ]
         stances = rec.ledger[s.name]

@@ -3,16 +3,30 @@
 All parsers are lenient and total: a reply that does not follow the format
 yields empty fields or ``None``, which the outcome renders visibly (and, in
 arbitration, turns into ``ESCALATED``) rather than guessing.
+
+A turn is read once, when the replay takes it (``read_reply``, called by
+``Inputs.take``): the view keeps the ``Reply``, and the stages, outcomes and
+renderers read it instead of the text.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from bot.engine.types import SEVERITIES, ArbitrationVerdict, Finding, Severity
+from bot.engine.stances import POSITION_CHARS, StanceEntry, read_persona
+from bot.engine.text import clip
+from bot.engine.types import (
+    PERSONA_PHASES,
+    SEVERITIES,
+    ArbitrationVerdict,
+    DebateSpec,
+    Finding,
+    Severity,
+    Turn,
+)
 
 _NUMBERED = re.compile(r"^\s*(?:[-*]\s*)?\**(\d{1,2})[.)]\**\s+(.+?)\s*$")
 
@@ -197,6 +211,12 @@ def parse_verdict(text: str) -> ArbitrationVerdict | None:
     return cast(ArbitrationVerdict, found.pop())
 
 
+@dataclass(frozen=True)
+class Arbitration:
+    verdict: ArbitrationVerdict | None  # None: absent or ambiguous
+    conclusion: str
+
+
 def parse_arbitration(text: str) -> tuple[ArbitrationVerdict | None, str]:
     """The judge's verdict (``None`` when absent or ambiguous) and conclusion."""
     conclusion = parse_sections(text, ("CONCLUSION",), terminal="CONCLUSION").get("CONCLUSION", "")
@@ -230,3 +250,49 @@ def parse_votes(text: str) -> dict[int, str]:
         if m:
             seen.setdefault(int(m.group(1)), set()).add(m.group(2).upper())
     return {p: next(iter(labels)) for p, labels in seen.items() if len(labels) == 1}
+
+
+Synthesis = DebateVerdict | CritiqueSynthesis | ReviewSynthesis | Arbitration | ProposalDraft
+
+
+def read_synthesis(spec: DebateSpec, text: str) -> Synthesis:
+    """The synthesis in the format its mode asked for (``synthesis_prompt``)."""
+    if spec.mode == "debate":
+        return parse_debate_verdict(text)
+    if spec.mode == "critique":
+        return parse_review(text) if spec.subject_kind == "repository" else parse_critique(text)
+    if spec.mode == "arbitrate":
+        return Arbitration(*parse_arbitration(text))
+    return parse_proposal(text)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What an ok turn's text says, by the turn's phase; a dropped turn's and a
+    frame turn's are empty (the frame stage reads its two turns itself)."""
+
+    position: str = ""  # a persona's, unclipped: read it with ``clipped_position``
+    stances: Mapping[int, StanceEntry] = field(default_factory=dict)  # a persona's, 1..n points
+    votes: Mapping[int, str] = field(default_factory=dict)  # a voter's: point -> label
+    synthesis: Synthesis | None = None
+
+    def clipped_position(self, max_chars: int = POSITION_CHARS) -> str:
+        return clip(self.position, max_chars)
+
+
+NO_REPLY = Reply()
+
+
+def read_reply(spec: DebateSpec, turn: Turn, n_points: int) -> Reply:
+    """``turn``'s text parsed once, the way its phase's readers need it."""
+    if turn.status != "ok":
+        return NO_REPLY
+    phase = turn.key.phase
+    if phase in PERSONA_PHASES:
+        position, stances = read_persona(turn.text, n_points)
+        return Reply(position=position, stances=stances)
+    if phase == "vote":
+        return Reply(votes=parse_votes(turn.text))
+    if phase == "synthesis":
+        return Reply(synthesis=read_synthesis(spec, turn.text))
+    return NO_REPLY

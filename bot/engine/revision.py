@@ -2,7 +2,7 @@
 
 The critique outcome renders the revised plan into markdown among other
 sections; a pull request needs the plan text alone, so it is taken from the
-synthesis turn the outcome was built from, parsed the same way.
+synthesis the outcome was built from, as the replay read it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from bot.engine.fold import replay
-from bot.engine.replies import parse_critique
+from bot.engine.replies import CritiqueSynthesis
 from bot.engine.types import DebateSpec, Turn
 
 CHANGED = "[CHANGED]"
@@ -24,10 +24,10 @@ def revised_plan(spec: DebateSpec, turns: Sequence[Turn]) -> str | None:
     if spec.mode != "critique":
         return None
     run = replay(spec, turns)
-    if run.synthesis is None or run.synthesis.status != "ok":
+    critique = run.synthesis_as(CritiqueSynthesis)
+    if critique is None:
         return None
-    text = parse_critique(run.synthesis.text).revised_plan.strip("\n")
-    return text or None
+    return critique.revised_plan.strip("\n") or None
 
 
 def changed_lines(plan: str) -> list[str]:

@@ -36,34 +36,44 @@ class StanceEntry:
     explicit: bool = False  # False: the reply had no usable line for this point
 
 
-def parse_stances(text: str, n_points: int) -> dict[int, StanceEntry]:
-    """Stances for points 1..n_points; a later line for the same point wins
-    (the block sits at the end, so it overrides any mention in the body)."""
+POSITION_CHARS = 400  # a position's width where a reader gives none
+
+
+def read_persona(text: str, n_points: int) -> tuple[str, dict[int, StanceEntry]]:
+    """A persona reply in one pass: its position, unclipped (the ``POSITION:``
+    line, else the first line of prose that is not a stance line), and its
+    stances on points 1..n_points (a later line for the same point wins: the
+    block sits at the end, so it overrides any mention in the body)."""
     found: dict[int, StanceEntry] = {}
-    for line in text.splitlines():
-        m = _STANCE_LINE.match(line)
-        if m is None:
-            continue
-        point = int(m.group(1))
-        if not 1 <= point <= n_points:
-            continue
-        stance = cast(Stance, m.group(2).upper())
-        found[point] = StanceEntry(stance=stance, reason=m.group(3).strip(), explicit=True)
-    return {p: found.get(p, StanceEntry("HOLD")) for p in range(1, n_points + 1)}
-
-
-def parse_position(text: str, *, max_chars: int = 400) -> str:
-    """The persona's one-line position: its ``POSITION:`` line, else the first
-    line of prose that is not a stance line."""
+    position: str | None = None
     fallback = ""
     for line in text.splitlines():
-        m = _POSITION_LINE.match(line)
-        if m:
-            return clip(m.group(1), max_chars)
-        stripped = line.strip().strip("#*_> ").strip()
-        if not fallback and stripped and not _STANCE_LINE.match(line):
-            fallback = stripped
-    return clip(fallback, max_chars)
+        m = _STANCE_LINE.match(line)
+        if m is not None:
+            point = int(m.group(1))
+            if 1 <= point <= n_points:
+                stance = cast(Stance, m.group(2).upper())
+                found[point] = StanceEntry(stance, reason=m.group(3).strip(), explicit=True)
+            continue
+        if position is not None:
+            continue
+        p = _POSITION_LINE.match(line)
+        if p is not None:
+            position = p.group(1)
+        elif not fallback:
+            fallback = line.strip().strip("#*_> ").strip()
+    stances = {p: found.get(p, StanceEntry("HOLD")) for p in range(1, n_points + 1)}
+    return (fallback if position is None else position), stances
+
+
+def parse_stances(text: str, n_points: int) -> dict[int, StanceEntry]:
+    """Stances for points 1..n_points (``read_persona``)."""
+    return read_persona(text, n_points)[1]
+
+
+def parse_position(text: str, *, max_chars: int = POSITION_CHARS) -> str:
+    """The persona's one-line position, clipped (``read_persona``)."""
+    return clip(read_persona(text, 0)[0], max_chars)
 
 
 def own_position_summary(text: str) -> str:

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from bot.engine.personas import Classification
+from bot.engine.replies import Reply
 from bot.engine.routing import Routing, base_models, judge_models, single_vendor
 from bot.engine.stances import StanceEntry
-from bot.engine.types import PERSONA_PHASES, Batch, DebateSpec, Decision, Phase, Turn
+from bot.engine.types import PERSONA_PHASES, Batch, DebateSpec, Decision, Phase, Turn, TurnKey
 
+S = TypeVar("S")
 Labels = tuple[tuple[str, str], ...]  # (label, holder seat name), label order
 
 
@@ -58,6 +60,7 @@ class Final:
 class RunView:
     spec: DebateSpec
     used: tuple[Turn, ...] = ()  # turns the replay consumed, in stage order
+    replies: Mapping[TurnKey, Reply] = field(default_factory=dict)  # what each used turn says
     seats: tuple[Seat, ...] = ()
     pair_note: str = ""
     classification: Classification | None = None
@@ -111,6 +114,18 @@ class RunView:
             if vendor:
                 out.append((rec, vendor))
         return out
+
+    def reply(self, turn: Turn) -> Reply:
+        """What ``turn`` (one this view used) says."""
+        return self.replies[turn.key]
+
+    def synthesis_as(self, kind: type[S]) -> S | None:
+        """The synthesis as read for the run's mode; ``None`` when there is none
+        (or it is not a ``kind``)."""
+        if self.synthesis is None:
+            return None
+        read = self.replies[self.synthesis.key].synthesis
+        return read if isinstance(read, kind) else None
 
     @property
     def judge(self) -> tuple[str, ...]:

@@ -12,8 +12,7 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 
-from bot.engine.replies import parse_votes
-from bot.engine.stances import holders, parse_position
+from bot.engine.stances import holders
 from bot.engine.text import clip
 from bot.engine.types import Decision, Turn
 from bot.engine.view import Labels, RoundRecord, RunView, VoteResult
@@ -77,7 +76,7 @@ def position_text(run: RunView, point: int, name: str) -> str:
     text = entry.reason if entry and entry.reason else ""
     if not text:
         t = last.turns.get(name)
-        text = parse_position(t.text) if t is not None and t.status == "ok" else ""
+        text = run.reply(t).clipped_position() if t is not None and t.status == "ok" else ""
     return _anonymize(run, text or "(no position stated)")
 
 
@@ -105,7 +104,7 @@ def tally(
         if point not in eligible[t.key.slot] or t.status != "ok":
             continue
         answered += 1
-        choice = parse_votes(t.text).get(point)
+        choice = run.reply(t).votes.get(point)
         if choice in counts:
             counts[choice] += 1
     winners = [

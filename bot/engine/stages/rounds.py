@@ -15,7 +15,7 @@ from bot.engine import prompts
 from bot.engine.routing import judge_models, max_tier, route, tier_models
 from bot.engine.stages.budget import check_budget
 from bot.engine.stages.inputs import Inputs
-from bot.engine.stances import open_points, parse_position, parse_stances
+from bot.engine.stances import open_points
 from bot.engine.text import clip
 from bot.engine.tools import budget_for
 from bot.engine.types import ModelRequest, Phase, Turn, TurnKey
@@ -89,7 +89,7 @@ def _record(run: RunView, tier: int, r: int, phase: Phase, got: Sequence[Turn]) 
         if t.status == "dropped":
             dropped.setdefault(t.key.slot, t)
         else:
-            ledger[t.key.slot] = parse_stances(t.text, n)
+            ledger[t.key.slot] = run.reply(t).stances
     order = {s.name: s.index for s in run.seats}
     turns = dict(sorted(turns.items(), key=lambda kv: order.get(kv[0], 99)))
     ledger = dict(sorted(ledger.items(), key=lambda kv: order.get(kv[0], 99)))
@@ -152,5 +152,6 @@ def _summary(run: RunView, tier: int) -> str:
     lines.append("Final positions:")
     for s in run.live():
         t = run.latest_ok(s.name, tier)
-        lines.append(f"- {s.name}: {parse_position(t.text, max_chars=300) if t else '(no turn)'}")
+        said = run.reply(t).clipped_position(300) if t else "(no turn)"
+        lines.append(f"- {s.name}: {said}")
     return "\n".join(lines)

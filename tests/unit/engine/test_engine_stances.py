@@ -7,14 +7,17 @@ from typing import cast
 
 import pytest
 
+from bot.engine import stances
 from bot.engine.stances import (
     StanceEntry,
     holders,
     open_points,
     parse_position,
     parse_stances,
+    read_persona,
     strip_stance_block,
 )
+from bot.engine.text import clip
 from bot.engine.types import Stance
 
 
@@ -85,6 +88,49 @@ def test_random_text_never_crashes(seed: int) -> None:
     assert all(e.stance in ("AGREE", "HOLD", "CONCEDE") for e in got.values())
     parse_position(text)
     strip_stance_block(text)
+
+
+def _two_passes(text: str, n: int) -> tuple[str, dict[int, StanceEntry]]:
+    """The position and the stances as two separate passes over the lines read them."""
+    found: dict[int, StanceEntry] = {}
+    for line in text.splitlines():
+        m = stances._STANCE_LINE.match(line)
+        if m is not None and 1 <= int(m.group(1)) <= n:
+            found[int(m.group(1))] = StanceEntry(
+                cast(Stance, m.group(2).upper()), m.group(3).strip(), explicit=True
+            )
+    position = ""
+    for line in text.splitlines():
+        p = stances._POSITION_LINE.match(line)
+        if p:
+            position = p.group(1)
+            break
+        stripped = line.strip().strip("#*_> ").strip()
+        if not position and stripped and not stances._STANCE_LINE.match(line):
+            position = stripped
+    return position, {p: found.get(p, StanceEntry("HOLD")) for p in range(1, n + 1)}
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_one_pass_reads_what_two_passes_read(seed: int) -> None:
+    rng = random.Random(seed)
+    lines = [
+        "POSITION: keep REST",
+        "**Position:** gRPC",
+        "## Heading",
+        "",
+        "prose line",
+        "POINT 1: HOLD — r",
+        "- POINT 2: concede",
+        "POINT 9: AGREE",
+        "> POINT #1: Agree – late",
+        "POSITION -",
+    ]
+    text = "\n".join(rng.choice(lines) for _ in range(rng.randint(0, 12)))
+    n = rng.randint(0, 3)
+    position, got = read_persona(text, n)
+    assert (position, got) == _two_passes(text, n)
+    assert parse_position(text, max_chars=20) == clip(position, 20)
 
 
 def _ledger(*rows: str) -> dict[str, dict[int, StanceEntry]]:
