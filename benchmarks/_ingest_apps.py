@@ -14,8 +14,8 @@ from pydantic import SecretStr
 from bot.core.logs import configure_logging
 from bot.core.metrics import Metrics
 from bot.core.settings import Settings
+from bot.service.features.declared import DELIVERY_FILTER
 from bot.service.web.main import create_app
-from bot.service.worker.triggers import build_triggers
 from bot.store import RunStore
 
 ROUTE = "/api/github/webhooks"
@@ -33,7 +33,7 @@ def real_app() -> FastAPI:
     store = RunStore.from_url(settings.database_url)  # migrated by the benchmark beforehand
     metrics = Metrics()
     metrics.watch_runs(store.counts_by_state)
-    return create_app(settings, store, metrics, deliveries=build_triggers().delivery_filter())
+    return create_app(settings, store, metrics, deliveries=DELIVERY_FILTER)
 
 
 def bare_app() -> FastAPI:

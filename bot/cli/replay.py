@@ -16,8 +16,8 @@ from bot.cli.reports import html_base
 from bot.core.errors import ConfigError
 from bot.core.settings import Settings
 from bot.github.webhooks import SIGNATURE_HEADER, sign
+from bot.service.features.declared import DELIVERY_FILTER
 from bot.service.web.webhook import known_events, local_webhook_url
-from bot.service.worker.triggers import build_triggers
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class ReplayResult:
 
 def read_payload(file: Path, event: str) -> bytes:
     """The file's exact bytes (GitHub signs the raw body), checked to be a JSON object."""
-    known = known_events(build_triggers().delivery_filter())
+    known = known_events(DELIVERY_FILTER)
     if event not in known:  # anything else is almost surely a typo
         raise ConfigError(f"unknown event {event!r}; one of: {', '.join(sorted(known))}")
     try:

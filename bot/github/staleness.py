@@ -1,5 +1,5 @@
 """Arbitration staleness as pure rules: is a review comment still about the lines
-it was made on? The rules are bot/service/worker/arbitration.py's module docstring;
+it was made on? The rules are bot/service/features/arbitration/handlers.py's module docstring;
 ``stale_reason`` there reads the two file versions these functions compare."""
 
 from __future__ import annotations

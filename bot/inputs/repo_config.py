@@ -51,7 +51,7 @@ class ArbitrationConfig(BaseModel):
 class DesignReviewConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     paths: list[str] = Field(default_factory=list)
-    # Scheduled repository reviews (bot/service/worker/schedules.py): off unless set.
+    # Scheduled repository reviews (bot/service/features/schedules/handlers.py): off unless set.
     schedule: Literal["weekly", "monthly"] | None = None
     scope: str | list[str] = "/"  # "/" (the repository) or folders
 

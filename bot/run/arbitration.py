@@ -1,7 +1,7 @@
 """What an arbitration run is given, built from plain values: the concern, its
 diff hunk, the file at the PR head, the question asked and the seats' config.
 
-Pure (no GitHub call), so the service (bot/service/worker/arbitration.py) and
+Pure (no GitHub call), so the service (bot/service/features/arbitration/handlers.py) and
 `debate-bot eval` (bot/cli/eval/material.py) build arbitration specs the same way.
 """
 

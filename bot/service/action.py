@@ -29,10 +29,11 @@ from bot.core.settings import Settings
 from bot.github.gateway import GitHubGateway
 from bot.models.router import ModelRouter
 from bot.repo.github import GitHubReader
+from bot.service.features.declared import DELIVERY_FILTER
+from bot.service.features.table import build_triggers
 from bot.service.worker.context import Origin, Services
 from bot.service.worker.pool import Worker
 from bot.service.worker.routes import TriggerTable
-from bot.service.worker.triggers import build_triggers
 from bot.store import RunStore
 
 log = get_logger(__name__)
@@ -117,7 +118,7 @@ def job_settings(base: Settings, job: Job) -> Settings:
 async def run_job(settings: Settings, job: Job) -> int:
     routes = build_triggers()
     payload = {**job.payload, "installation": {"id": JOB_INSTALLATION}}
-    reason = routes.delivery_filter().prefilter(job.event, payload)
+    reason = DELIVERY_FILTER.prefilter(job.event, payload)
     if reason is not None:
         log.info("action.nothing_to_do", reason=reason)
         return EXIT_DONE

@@ -23,10 +23,10 @@ from bot.core.listen import bind_socket
 from bot.core.logs import configure_logging, get_logger
 from bot.core.metrics import Metrics
 from bot.core.settings import Settings
+from bot.service.features.declared import DELIVERY_FILTER
 from bot.service.web.main import create_app, create_ops_app, settle_gc
 from bot.service.web.proxy import follow_channel
 from bot.service.web.redeliver import redeliver_forever
-from bot.service.web.triggers import DELIVERY_FILTER
 from bot.service.web.webhook import local_webhook_url
 from bot.store import RunStore
 from bot.store.notify import listen_for_work
@@ -168,13 +168,14 @@ def _build_worker(
             reason="DEBATE_BOT_APP_ID is not set; deliveries are stored but not processed",
         )
         return None
-    # Imported here: a `web` process runs no feature, model adapter or
-    # repository reader, and loads none (its route reads DELIVERY_FILTER).
+    # Imported here: a `web` process runs no feature handler, model adapter or
+    # repository reader, and loads none (its route reads the features'
+    # declarations, DELIVERY_FILTER).
+    from bot.service.features.table import build_triggers
     from bot.service.worker.pool import Worker
-    from bot.service.worker.triggers import build_triggers
     from bot.service.worker.wiring import build_services
 
-    # The router once per process (checked against DELIVERY_FILTER).
+    # The router once per process.
     return Worker(build_services(settings, store, metrics), build_triggers())
 
 

@@ -214,7 +214,8 @@ installations = sa.Table(
     sa.CheckConstraint(_in("state", INSTALLATION_STATES), name="state"),
 )
 
-# Repositories whose config asks for scheduled design reviews (bot/service/worker/schedules.py).
+# Repositories whose config asks for scheduled design reviews
+# (bot/service/features/schedules/handlers.py).
 schedules = sa.Table(
     "schedules",
     metadata,

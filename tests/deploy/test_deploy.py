@@ -17,9 +17,9 @@ import yaml
 
 from bot.core.metrics import Metrics
 from bot.core.settings import Settings
+from bot.service.features.declared import DELIVERY_FILTER
 from bot.service.web.main import create_app
 from bot.service.web.webhook import WEBHOOK_PATH
-from bot.service.worker.triggers import build_triggers
 from bot.store import RunStore
 from testkit.harness.deploy import cli_commands, settings_env_names
 
@@ -195,9 +195,7 @@ async def test_healthcheck_paths_are_served(tmp_path: Path) -> None:
     store.migrate()
     try:
         transport = httpx.ASGITransport(
-            app=create_app(
-                Settings(), store, Metrics(), deliveries=build_triggers().delivery_filter()
-            )
+            app=create_app(Settings(), store, Metrics(), deliveries=DELIVERY_FILTER)
         )
         async with httpx.AsyncClient(transport=transport, base_url="http://bot") as client:
             for where, path in paths:

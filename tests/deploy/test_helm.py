@@ -14,8 +14,8 @@ import yaml
 
 from bot.core.metrics import Metrics
 from bot.core.settings import Settings
+from bot.service.features.declared import DELIVERY_FILTER
 from bot.service.web.main import create_app, create_ops_app
-from bot.service.worker.triggers import build_triggers
 from bot.store import RunStore
 from testkit.harness.deploy import cli_commands, settings_env_names
 
@@ -62,7 +62,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
 def app_routes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[set[str]]:
     db = tmp_path_factory.mktemp("helm") / "db.sqlite"
     store = RunStore.from_url(f"sqlite:///{db}")
-    app = create_app(Settings(), store, Metrics(), deliveries=build_triggers().delivery_filter())
+    app = create_app(Settings(), store, Metrics(), deliveries=DELIVERY_FILTER)
     yield {getattr(r, "path", "") for r in app.routes}
     store.dispose()
 

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from bot.engine.rehearsal import reply as rehearse
-from bot.service.worker.arbitration import file_excerpt
+from bot.service.features.arbitration.handlers import file_excerpt
 from testkit.harness.service import INSTALLATION, REPO, Harness, all_finished, delivery
 from testkit.harness.service import run_rows as runs
 

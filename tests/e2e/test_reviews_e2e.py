@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.engine.revision import changed_lines, strip_marks
-from bot.service.worker.reviews import matches
+from bot.service.features.reviews.handlers import matches
 from testkit.harness.service import INSTALLATION, REPO, Harness, all_finished, delivery
 from testkit.harness.service import run_rows as runs
 

@@ -32,9 +32,9 @@ from bot.core.settings import Settings
 from bot.engine.types import DebateSpec
 from bot.github.gateway import GitHubGateway
 from bot.models.router import ModelRouter
+from bot.service.features.table import build_triggers
 from bot.service.worker.context import Services
 from bot.service.worker.pool import Worker, is_transient
-from bot.service.worker.triggers import build_triggers
 from bot.store import RunStore
 from bot.store.engine import store_failure
 from bot.store.schema import runs

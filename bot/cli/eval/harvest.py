@@ -4,7 +4,7 @@ For every pull request merged in the window, each review comment that opens a
 thread and was written by a review bot is labelled by what happened next:
 
 - ``CONFIRMED``: a later commit of the PR changed the commented lines (the
-  same test as `--bots` staleness in bot/service/worker/arbitration.py: the lines at
+  same test as `--bots` staleness in bot/service/features/arbitration/handlers.py: the lines at
   the comment's commit no longer appear, verbatim and contiguous, at the PR's
   last head, or GitHub marks the comment outdated);
 - ``DISMISSED``: the lines are unchanged at the last head and the thread was

@@ -3,7 +3,7 @@ one, so a debate here is the service's debate) and the single-answer prompt,
 which starts with the same shared prefix; and reading answers back.
 
 Arbitration cases go through ``arbitration_context`` / ``arbitration_subject`` /
-``arbitration_config`` and ``build_spec``, exactly as bot/service/worker/arbitration.py
+``arbitration_config`` and ``build_spec``, exactly as bot/service/features/arbitration/handlers.py
 does for a review comment on GitHub. The case's other files (``files`` beyond
 the commented one) are embedded as context files, and with ``tools=on`` they
 are also what the debaters' tools read (``bot.cli.eval.reader``).

@@ -1,20 +1,47 @@
 """What the webhook route must know of the bot's triggers: data, not handlers.
 
-The table itself is ``bot/service/web/triggers.py`` (the worker's router checks its
-features' registrations against it at start); the process wiring hands it to
-the web app and the redeliverer, Action mode the router's own. The route
-judges from it which deliveries are worth storing without importing a
-feature, a model adapter or the worker (see docs/architecture.md, "One
-delivery, end to end").
+Each feature declares the deliveries it acts on as ``Trigger`` values in its
+own ``triggers`` module (bot/service/features/<name>/triggers.py); its handlers
+are bound to those same values, so a trigger is written once. The process
+wiring hands the merged ``DeliveryFilter`` (bot/service/features/declared.py) to
+the web app and the redeliverer. The route judges from it which deliveries are
+worth storing without importing a feature's handlers, a model adapter or the
+worker (see docs/architecture.md, "One delivery, end to end").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from bot.github.events import is_bot
+from bot.github.events import WebhookEvent, is_bot
+
+E = TypeVar("E", bound=WebhookEvent)
+
+
+@dataclass(frozen=True)
+class Trigger(Generic[E]):
+    """One kind of delivery a feature acts on: an event's model and actions."""
+
+    model: type[E]
+    actions: frozenset[str]
+    # A comment trigger: the delivery is work only if this object's body is a
+    # slash command (judged by the webhook route before anything is stored).
+    command_in: str | None = None
+    # About the installation itself: answered even while it is not active, and
+    # without an installation token (there may be none).
+    about_installation: bool = False
+
+    @property
+    def event(self) -> str:
+        return self.model.name
+
+
+def trigger(
+    model: type[E], *actions: str, command_in: str | None = None, about_installation: bool = False
+) -> Trigger[E]:
+    return Trigger(model, frozenset(actions), command_in, about_installation)
 
 
 @dataclass(frozen=True)
@@ -32,6 +59,24 @@ class EventTriggers:
 @dataclass(frozen=True)
 class DeliveryFilter:
     events: Mapping[str, EventTriggers]
+
+    @classmethod
+    def of(cls, triggers: Iterable[Trigger[Any]]) -> DeliveryFilter:
+        """The triggers merged by event: every action, every object a model needs."""
+        by_event: dict[str, list[Trigger[Any]]] = {}
+        for t in triggers:
+            by_event.setdefault(t.event, []).append(t)
+        events = {}
+        for name, ts in by_event.items():
+            required: dict[str, None] = {}
+            for t in ts:
+                required.update(dict.fromkeys(t.model.required_objects()))
+            events[name] = EventTriggers(
+                actions=frozenset().union(*(t.actions for t in ts)),
+                required_objects=tuple(required),
+                command_in=next((t.command_in for t in ts if t.command_in), None),
+            )
+        return cls(events)
 
     @property
     def event_names(self) -> frozenset[str]:

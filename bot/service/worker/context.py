@@ -2,7 +2,7 @@
 
 The bottom of the worker's import graph: bot/service/worker/respond.py builds on it, the
 feature modules (debates, reviews, arbitration) build on both, and
-bot/service/worker/triggers.py registers the features with the router.
+bot/service/features/table.py registers the features with the router.
 """
 
 from __future__ import annotations

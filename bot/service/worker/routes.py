@@ -1,13 +1,12 @@
 """The one table of what the bot acts on (``TriggerTable``): deliveries,
 commands and queued work.
 
-Each feature module registers everything it has in one place
-(``register(triggers)``, composed in bot/service/worker/triggers.py): its triggers,
-its end-of-run actions and its periodic loops; adding one is one registration.
-What the webhook route needs of it is data (``bot/service/web/triggers.py``, checked
-against the registrations at start); the worker asks the table what to run
-for a stored delivery, a command, the work queued behind a finished run, and
-what to do once a run has ended.
+Each feature registers everything it has in one place (``register(triggers)``
+in its ``handlers``, composed in bot/service/features/table.py): handlers bound
+to the triggers its ``triggers`` module declares (the web tier reads the same
+declarations), its commands, queued work, end-of-run actions and loops. The
+worker asks the table what to run for a stored delivery, a command, the work
+queued behind a finished run, and what to do once a run has ended.
 """
 
 from __future__ import annotations
@@ -23,8 +22,7 @@ from bot.github.events import WebhookEvent, parse_payload
 from bot.github.gateway import InstallationClient
 from bot.inputs.parser import Action, Command
 from bot.inputs.repo_config import RepoConfig
-from bot.service.web.filter import DeliveryFilter, EventTriggers
-from bot.service.web.triggers import DELIVERY_FILTER
+from bot.service.web.filter import Trigger
 from bot.service.worker.context import Origin, Services
 from bot.service.worker.publish import Publisher
 from bot.service.worker.respond import Responder
@@ -66,14 +64,8 @@ Loop = Callable[[Services, str], Coroutine[Any, Any, None]]
 
 @dataclass(frozen=True)
 class EventRoute:
-    model: type[WebhookEvent]
-    actions: frozenset[str]
+    trigger: Trigger[Any]
     handle: Handle
-    # An installation event: answered even while the installation is not active.
-    about_installation: bool = False
-    # A comment trigger: the delivery is work only if this object's body is a
-    # slash command (judged by the webhook route before anything is stored).
-    command_in: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,36 +86,31 @@ class TriggerTable:
 
     def on_event(
         self,
-        model: type[E],
-        actions: tuple[str, ...],
+        trigger: Trigger[E],
         handler: Callable[[Responder, InstallationClient, E, DeliveryRow], Awaitable[str | None]],
     ) -> None:
-        """``handler`` for these actions of ``model``'s event, after those registered earlier."""
-        self._add(EventRoute(model, frozenset(actions), _with_client(handler)))
+        """``handler`` for a declared trigger, after those bound earlier to its event."""
+        assert not trigger.about_installation, "bind it with on_installation_event"
+        self._add(EventRoute(trigger, _with_client(handler)))
 
     def on_installation_event(
-        self,
-        model: type[E],
-        actions: tuple[str, ...],
-        handler: Callable[[Responder, E, DeliveryRow], Awaitable[str]],
+        self, trigger: Trigger[E], handler: Callable[[Responder, E, DeliveryRow], Awaitable[str]]
     ) -> None:
         """An event about the installation itself (removed, suspended, repositories)."""
-        self._add(EventRoute(model, frozenset(actions), handler, about_installation=True))
+        assert trigger.about_installation, "bind it with on_event"
+        self._add(EventRoute(trigger, handler))
 
     def _add(self, route: EventRoute) -> None:
-        self._events.setdefault(route.model.name, []).append(route)
+        self._events.setdefault(route.trigger.event, []).append(route)
 
-    def on_comment(
-        self, model: type[E], action: str, origin: Callable[[E, DeliveryRow], Origin]
-    ) -> None:
+    def on_comment(self, trigger: Trigger[E], origin: Callable[[E, DeliveryRow], Origin]) -> None:
         """A comment trigger: its body is read as a command and dispatched."""
+        assert trigger.command_in == "comment", "a comment trigger reads the comment's body"
 
         async def handle(r: Responder, gh: InstallationClient, event: Any, row: DeliveryRow) -> str:
             return await self.run_command(r, gh, origin(event, row), event.comment.body)
 
-        self._add(
-            EventRoute(model, frozenset({action}), _with_client(handle), command_in="comment")
-        )
+        self._add(EventRoute(trigger, _with_client(handle)))
 
     def on_command(
         self, action: Action, handler: CommandHandler, *, in_review_thread: bool = False
@@ -147,58 +134,35 @@ class TriggerTable:
     def loops(self) -> tuple[Loop, ...]:
         return tuple(self._loops)
 
-    def check_complete(self, table: DeliveryFilter = DELIVERY_FILTER) -> None:
-        """Every action the parser can produce has a handler, and the triggers are
-        exactly the web tier's table (checked once, at start)."""
+    def check_complete(self) -> None:
+        """Every action the parser can produce has a handler (checked once, at start)."""
         missing = set(get_args(Action)) - set(self._commands)
         if missing:
             raise ProtocolError(f"no handler for the commands {sorted(missing)}")
-        registered = self.delivery_filter().events
-        differ = sorted(
-            name
-            for name in registered.keys() | table.events.keys()
-            if registered.get(name) != table.events.get(name)
-        )
-        if differ:
-            raise ProtocolError(
-                f"the triggers registered for {differ} differ from bot/service/web/triggers.py: "
-                "update the table with the registration"
-            )
 
-    # -- asked by the webhook route -----------------------------------------------
-
-    def delivery_filter(self) -> DeliveryFilter:
-        """What the webhook route, the redeliverer and Action mode need to know of
-        these triggers, as data: no handler travels with it."""
-        events = {}
-        for name, routes in self._events.items():
-            required: dict[str, None] = {}
-            for route in routes:
-                required.update(dict.fromkeys(route.model.required_objects()))
-            events[name] = EventTriggers(
-                actions=frozenset().union(*(route.actions for route in routes)),
-                required_objects=tuple(required),
-                command_in=next((r.command_in for r in routes if r.command_in), None),
-            )
-        return DeliveryFilter(events)
+    @property
+    def bound(self) -> tuple[Trigger[Any], ...]:
+        """The declared triggers a handler is bound to, in binding order."""
+        return tuple(route.trigger for routes in self._events.values() for route in routes)
 
     # -- run by the worker --------------------------------------------------------
 
     async def handle(self, r: Responder, row: DeliveryRow) -> str:
         """Process one stored delivery; returns its final state."""
-        routes = [route for route in self._events.get(row.event, ()) if row.action in route.actions]
+        routes = [r for r in self._events.get(row.event, ()) if row.action in r.trigger.actions]
         if not routes or row.installation_id is None:
             return "ignored"
         # Removed or suspended: nothing is sent to GitHub for it any more.
         active = await r.svc.db.installation_state(row.installation_id) == "active"
         parsed: dict[type[WebhookEvent], WebhookEvent] = {}
         for route in routes:
-            if route.model not in parsed:
-                parsed[route.model] = parse_payload(route.model, row.payload.encode())
-            event = parsed[route.model]
+            model = route.trigger.model
+            if model not in parsed:
+                parsed[model] = parse_payload(model, row.payload.encode())
+            event = parsed[model]
             if event.sender is not None and event.sender.is_bot:
                 return "ignored"
-            if not (active or route.about_installation):
+            if not (active or route.trigger.about_installation):
                 return "ignored"
             state = await route.handle(r, event, row)
             if state is not None:

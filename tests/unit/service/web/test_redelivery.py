@@ -19,8 +19,8 @@ from pydantic import SecretStr
 from bot.core.metrics import Metrics
 from bot.core.settings import Settings
 from bot.github.gateway import GitHubGateway
+from bot.service.features.declared import DELIVERY_FILTER
 from bot.service.web.redeliver import Attempt, PassResult, Redeliverer
-from bot.service.worker.triggers import build_triggers
 from bot.store import RunStore
 from testkit.fakes.github_server import FakeGitHub, HookDelivery
 from testkit.harness.service import APP_ID
@@ -75,7 +75,7 @@ async def make(fake: FakeGitHub, app_keys: tuple[str, str]) -> AsyncIterator[Mak
         s = settings(fake, app_keys[0], **overrides)
         gateway = GitHubGateway(s)
         gateways.append(gateway)
-        deliveries = build_triggers().delivery_filter()
+        deliveries = DELIVERY_FILTER
         return Redeliverer(
             gateway, store, s, deliveries=deliveries, owner="test:1", metrics=Metrics()
         )
@@ -108,7 +108,7 @@ def guids_asked(fake: FakeGitHub) -> list[str]:
 
 def test_the_router_takes_comments_not_pings() -> None:
     """The premise of the filter below: only events a handler takes are worth asking."""
-    deliveries = build_triggers().delivery_filter()
+    deliveries = DELIVERY_FILTER
     assert deliveries.accepts("issue_comment", "created")
     assert not deliveries.accepts("ping", None)
     assert not deliveries.accepts("star", "created")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.core.errors import ProtocolError
 from bot.github.events import IssuesEvent
-from bot.service.web.filter import DeliveryFilter, EventTriggers
-from bot.service.web.triggers import DELIVERY_FILTER
-from bot.service.worker.triggers import build_triggers
+from bot.service.features.declared import DELIVERY_FILTER, TRIGGERS
+from bot.service.features.installations import triggers as installations
+from bot.service.features.table import build_triggers
+from bot.service.web.filter import DeliveryFilter, EventTriggers, trigger
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -33,8 +33,8 @@ def test_importing_the_web_app_loads_no_worker_model_or_engine_module() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_the_filter_is_the_router_as_data() -> None:
-    deliveries = build_triggers().delivery_filter()
+def test_the_filter_is_the_features_declarations_merged() -> None:
+    deliveries = DELIVERY_FILTER
     comment = deliveries.events["issue_comment"]
     assert comment == EventTriggers(
         frozenset({"created"}), ("comment", "issue", "repository", "sender"), "comment"
@@ -61,12 +61,14 @@ def test_prefilter_judges_only_what_needs_no_repo_config() -> None:
 
 def test_a_web_process_loads_no_feature_model_adapter_or_reader() -> None:
     """`debate-bot web` imports bot.service.main and runs its web half only: the worker
-    half (features, model adapters, repository readers) is imported when a worker
-    starts, and the route reads the trigger table as data."""
+    half (feature handlers, model adapters, repository readers) is imported when a
+    worker starts, and the route reads the features' declarations as data."""
     code = (
         "import sys, bot.cli.main, bot.service.main\n"
         "print(sorted(m for m in sys.modules if m.startswith("
-        "('bot.service.worker', 'bot.models', 'bot.repo.brief', 'bot.repo', 'bot.inputs'))))"
+        "('bot.service.worker', 'bot.models', 'bot.repo.brief', 'bot.repo', 'bot.inputs'))"
+        " or m.startswith('bot.service.features') and m.rsplit('.', 1)[-1] not in "
+        "('features', 'declared', 'triggers', 'debates', 'reviews', 'installations')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
@@ -75,15 +77,20 @@ def test_a_web_process_loads_no_feature_model_adapter_or_reader() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_the_table_is_what_the_features_register() -> None:
-    assert build_triggers().delivery_filter() == DELIVERY_FILTER
+def test_every_declared_trigger_is_bound_once_and_nothing_else() -> None:
+    """The web tier stores what the features declare; the worker must have a handler
+    for each of those, and for nothing the web tier would drop."""
+    bound = build_triggers().bound
+    assert sorted(map(repr, bound)) == sorted(map(repr, TRIGGERS))
+    assert DeliveryFilter.of(bound) == DELIVERY_FILTER
 
 
-def test_a_registration_missing_from_the_table_stops_the_start() -> None:
+def test_a_trigger_is_bound_as_what_it_declares() -> None:
     router = build_triggers()
-    router.on_event(IssuesEvent, ("opened",), _never)
-    with pytest.raises(ProtocolError, match=r"\['issues'\].*bot/service/web/triggers.py"):
-        router.check_complete()
+    with pytest.raises(AssertionError, match="on_installation_event"):
+        router.on_event(installations.GONE, _never)
+    with pytest.raises(AssertionError, match="comment"):
+        router.on_comment(trigger(IssuesEvent, "opened"), _never)  # type: ignore[arg-type]
 
 
 async def _never(*_: object) -> str | None:

@@ -18,8 +18,8 @@ from pydantic import SecretStr
 from bot.core.metrics import Metrics
 from bot.core.settings import Settings
 from bot.github.webhooks import sign
+from bot.service.features.declared import DELIVERY_FILTER
 from bot.service.web.main import create_app, front_page
-from bot.service.worker.triggers import build_triggers
 from bot.store import RunStore
 from testkit.fakes import serving
 from testkit.harness.service import delivery
@@ -44,9 +44,7 @@ def route(tmp_path: Path) -> Iterator[tuple[str, RunStore]]:
     store = RunStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}")
     store.migrate()
     settings = Settings(webhook_secret=SecretStr(SECRET), max_webhook_bytes=64 * 1024)
-    server, thread, url = serve(
-        create_app(settings, store, Metrics(), deliveries=build_triggers().delivery_filter())
-    )
+    server, thread, url = serve(create_app(settings, store, Metrics(), deliveries=DELIVERY_FILTER))
     yield url, store
     server.should_exit = True
     thread.join(timeout=10)
@@ -141,7 +139,7 @@ def test_no_secret_refuses_webhooks_but_serves_health(tmp_path: Path) -> None:
     store = RunStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}")
     store.migrate()
     server, thread, url = serve(
-        create_app(Settings(), store, Metrics(), deliveries=build_triggers().delivery_filter())
+        create_app(Settings(), store, Metrics(), deliveries=DELIVERY_FILTER)
     )
     try:
         r = post(url, "issue_comment", command_payload())

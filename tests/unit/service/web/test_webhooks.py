@@ -20,8 +20,8 @@ from bot.github.events import (
     parse_event,
 )
 from bot.github.webhooks import sign, verify_signature
+from bot.service.features.declared import DELIVERY_FILTER
 from bot.service.web.webhook import rejection_status
-from bot.service.worker.triggers import build_triggers
 from testkit.harness.service import FIXTURES
 
 CORPUS = FIXTURES
@@ -228,7 +228,7 @@ def test_deleted_fork_head_repo_is_optional() -> None:
 
 @pytest.mark.parametrize("name", ["push", "check_run", "workflow_run", "star", ""])
 def test_ignored_events_return_none_without_parsing(name: str) -> None:
-    assert name not in build_triggers().delivery_filter().event_names
+    assert name not in DELIVERY_FILTER.event_names
     assert parse_event(name, b"not even json") is None
 
 

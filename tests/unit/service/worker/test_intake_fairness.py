@@ -17,9 +17,9 @@ from bot.core.settings import Settings
 from bot.github.gateway import GitHubGateway
 from bot.github.pacing import writer_since
 from bot.models.router import ModelRouter
+from bot.service.features.table import build_triggers
 from bot.service.worker.context import Services
 from bot.service.worker.pool import Worker
-from bot.service.worker.triggers import build_triggers
 from bot.store import RunStore
 from bot.store.rows import DeliveryRow
 from testkit.harness.service import APP_ID, INSTALLATION, delivery

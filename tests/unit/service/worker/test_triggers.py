@@ -21,12 +21,14 @@ from bot.github.gateway import GitHubGateway, InstallationClient
 from bot.github.webhooks import sign
 from bot.inputs.parser import Action
 from bot.models.router import ModelRouter
+from bot.service.features.declared import DELIVERY_FILTER
+from bot.service.features.table import build_triggers
+from bot.service.web.filter import DeliveryFilter, trigger
 from bot.service.web.main import create_app
 from bot.service.web.webhook import rejection_status
 from bot.service.worker.context import Services
 from bot.service.worker.respond import Responder
 from bot.service.worker.routes import TriggerTable
-from bot.service.worker.triggers import build_triggers
 from bot.store import RunStore
 from bot.store.rows import DeliveryRow, RunRow
 from bot.store.trigger import QueuedComments, QueuedPlans, Trigger
@@ -41,7 +43,7 @@ SECRET = "router-secret-" + uuid.uuid4().hex
 
 
 def test_the_default_table() -> None:
-    r = build_triggers().delivery_filter()
+    r = DELIVERY_FILTER
     accepted = {
         (event, action)
         for event in r.event_names
@@ -107,12 +109,12 @@ async def _done(*_: Any) -> str:
 
 def test_the_webhook_route_stores_what_the_router_accepts(store: RunStore) -> None:
     only_opened = TriggerTable()
-    only_opened.on_event(IssuesEvent, ("opened",), _done)
+    only_opened.on_event(trigger(IssuesEvent, "opened"), _done)
     app = create_app(
         Settings(webhook_secret=SecretStr(SECRET)),
         store,
         Metrics(),
-        deliveries=only_opened.delivery_filter(),
+        deliveries=DeliveryFilter.of(only_opened.bound),
     )
 
     async def scenario() -> list[httpx.Response]:
@@ -189,9 +191,9 @@ def test_handlers_are_asked_in_order_until_one_answers(responder: Responder) -> 
         return handle
 
     router = TriggerTable()
-    router.on_event(PullRequestEvent, ("labeled",), handler("first", None))
-    router.on_event(PullRequestEvent, ("labeled", "opened"), handler("second", "done"))
-    router.on_event(PullRequestEvent, ("labeled",), handler("third", "never asked"))
+    router.on_event(trigger(PullRequestEvent, "labeled"), handler("first", None))
+    router.on_event(trigger(PullRequestEvent, "labeled", "opened"), handler("second", "done"))
+    router.on_event(trigger(PullRequestEvent, "labeled"), handler("third", "never asked"))
     row = _row("pull_request", "labeled", delivery("pull_request.labeled"))
     assert _run(responder, router.handle(responder, row)) == "done"
     assert calls == [("first", "labeled", INSTALLATION), ("second", "labeled", INSTALLATION)]
@@ -204,7 +206,7 @@ def test_nobody_answering_bots_and_unrouted_actions_are_ignored(responder: Respo
         calls.append("asked")
 
     router = TriggerTable()
-    router.on_event(PullRequestEvent, ("labeled",), not_mine)
+    router.on_event(trigger(PullRequestEvent, "labeled"), not_mine)
     labeled = delivery("pull_request.labeled")
     by_bot = delivery("pull_request.labeled", **{"sender.type": "Bot"})
 
@@ -223,7 +225,7 @@ def test_nobody_answering_bots_and_unrouted_actions_are_ignored(responder: Respo
 
 def test_a_routed_malformed_delivery_is_a_400_error(responder: Responder) -> None:
     router = TriggerTable()
-    router.on_event(IssuesEvent, ("labeled",), _done)
+    router.on_event(trigger(IssuesEvent, "labeled"), _done)
     row = _row("issues", "labeled", {"action": "labeled", "sender": {"login": "x"}})
     with pytest.raises(PayloadError, match="invalid issues payload") as exc_info:
         _run(responder, router.handle(responder, row))

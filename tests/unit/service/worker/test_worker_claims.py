@@ -12,9 +12,9 @@ from bot.core.settings import Settings
 from bot.engine.types import DebateSpec
 from bot.github.gateway import GitHubGateway
 from bot.models.router import ModelRouter
+from bot.service.features.table import build_triggers
 from bot.service.worker.context import Services
 from bot.service.worker.pool import CLAIM_BATCH, Worker
-from bot.service.worker.triggers import build_triggers
 from bot.store import RunStore
 from bot.store.rows import DeliveryRow, RunRow
 from testkit.harness.service import APP_ID, INSTALLATION, REPO, delivery

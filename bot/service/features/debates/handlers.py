@@ -18,6 +18,7 @@ from bot.github.gateway import InstallationClient
 from bot.github.sanitize import sanitize
 from bot.inputs.parser import Command, usage_text
 from bot.inputs.repo_config import RepoConfig
+from bot.service.features.debates import triggers as declared
 from bot.service.worker.context import Origin
 from bot.service.worker.publish import file_issue_once
 from bot.service.worker.respond import Responder, subject_of
@@ -26,10 +27,10 @@ from bot.store.rows import DeliveryRow
 
 
 def register(triggers: TriggerTable) -> None:
-    triggers.on_comment(IssueCommentEvent, "created", _issue_comment_origin)
-    triggers.on_comment(PullRequestReviewCommentEvent, "created", _review_comment_origin)
-    triggers.on_event(IssuesEvent, ("labeled",), _issue_labeled)
-    triggers.on_event(PullRequestEvent, ("labeled",), _pull_labeled)
+    triggers.on_comment(declared.ISSUE_COMMENT, _issue_comment_origin)
+    triggers.on_comment(declared.REVIEW_COMMENT, _review_comment_origin)
+    triggers.on_event(declared.ISSUE_LABELED, _issue_labeled)
+    triggers.on_event(declared.PULL_LABELED, _pull_labeled)
     triggers.on_command("debate", debate)
     triggers.on_command("help", help_, in_review_thread=True)
     triggers.on_command("status", status, in_review_thread=True)

@@ -73,7 +73,6 @@ def _is_ours(comment: Mapping[str, Any], me: str) -> bool:
     return _login(comment)[0] == me
 
 
-
 async def build_context(
     gh: InstallationClient, repo: str, comment: Mapping[str, Any], pr: Mapping[str, Any]
 ) -> ArbitrationContext:

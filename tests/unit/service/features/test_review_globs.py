@@ -1,5 +1,5 @@
 """Design-review path globs (``design_review.paths`` in .github/debate.yml,
-bot/service/worker/reviews.py): which files of a labelled PR are plans to review."""
+bot/service/features/reviews/handlers.py): which files of a labelled PR are plans to review."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bot.service.worker.reviews import _changed_plans, matches
+from bot.service.features.reviews.handlers import _changed_plans, matches
 
 PLANS = ["docs/plans/**/*.md", "RFC-?.md"]
 

@@ -24,9 +24,9 @@ from bot.engine.protocol import next_step
 from bot.engine.types import Finding, Outcome
 from bot.inputs.parser import Command
 from bot.inputs.repo_config import RepoConfig
+from bot.service.features.reviews.repo_review import finding_key, review_repository
 from bot.service.worker.context import Origin, Services, load_config
 from bot.service.worker.publish import Publisher, file_issue_once
-from bot.service.worker.repo_review import finding_key, review_repository
 from bot.service.worker.respond import Responder
 from bot.service.worker.routes import Finished, TriggerTable
 from bot.store.rows import RunRow, ScheduleRow

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bot.core.logs import get_logger
 from bot.github.events import InstallationEvent, InstallationRepositoriesEvent
+from bot.service.features.installations import triggers as declared
 from bot.service.worker.respond import Responder
 from bot.service.worker.routes import TriggerTable
 from bot.store.rows import DeliveryRow, InstallationState
@@ -21,9 +22,9 @@ _GONE: dict[str, InstallationState] = {"deleted": "removed", "suspend": "suspend
 
 
 def register(triggers: TriggerTable) -> None:
-    triggers.on_installation_event(InstallationEvent, ("deleted", "suspend"), installation_gone)
-    triggers.on_installation_event(InstallationEvent, ("unsuspend",), installation_back)
-    triggers.on_installation_event(InstallationRepositoriesEvent, ("removed",), repositories_gone)
+    triggers.on_installation_event(declared.GONE, installation_gone)
+    triggers.on_installation_event(declared.BACK, installation_back)
+    triggers.on_installation_event(declared.REPOSITORIES_REMOVED, repositories_gone)
 
 
 async def installation_gone(r: Responder, event: InstallationEvent, row: DeliveryRow) -> str:

@@ -1,5 +1,6 @@
-"""`/debate review` of a repository nothing was pushed to (bot/service/worker/repo_review.py):
-GitHub's 409 "Git Repository is empty." is an answer, not a failure to retry."""
+"""`/debate review` of a repository nothing was pushed to
+(bot/service/features/reviews/repo_review.py): GitHub's 409 "Git Repository
+is empty." is an answer, not a failure to retry."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from bot.core.errors import GitHubError
 from bot.github.session import github_error, is_empty_repository
 from bot.inputs.parser import Command
 from bot.inputs.repo_config import RepoConfig
+from bot.service.features.reviews.repo_review import review_repository
 from bot.service.worker.context import Origin
-from bot.service.worker.repo_review import review_repository
 
 REF_ROUTE = "/repos/{owner}/{repo}/git/ref/{ref}"
 

@@ -1,6 +1,6 @@
 """Design reviews of repository files: `/debate review <path>`, automatic reviews
 of plans a labelled PR changes, and `--open-pr` with the revised plan (opened
-by bot/service/worker/revision_pr.py).
+by bot/service/features/reviews/revision_pr.py).
 
 Where the plan is read: on a PR, at its head commit (the base repository serves
 a fork's head commit too); elsewhere, on the default branch (pinned to its
@@ -41,12 +41,17 @@ from bot.inputs.repo_config import RepoConfig
 from bot.inputs.text import assemble_context, cap_subject, check_ref
 from bot.repo.snapshot import Snapshot
 from bot.run.spec import Overrides, Subject
+from bot.service.features.reviews import triggers as declared
+from bot.service.features.reviews.repo_review import (
+    file_findings,
+    is_repository_scope,
+    review_repository,
+)
+from bot.service.features.reviews.revision_pr import NO_CONTENTS_WRITE as NO_CONTENTS_WRITE
+from bot.service.features.reviews.revision_pr import REVISION_PR as REVISION_PR
+from bot.service.features.reviews.revision_pr import open_revision_pr
 from bot.service.worker.context import Origin, load_config
-from bot.service.worker.repo_review import file_findings, is_repository_scope, review_repository
 from bot.service.worker.respond import Responder, TriggerExtras
-from bot.service.worker.revision_pr import NO_CONTENTS_WRITE as NO_CONTENTS_WRITE
-from bot.service.worker.revision_pr import REVISION_PR as REVISION_PR
-from bot.service.worker.revision_pr import open_revision_pr
 from bot.service.worker.routes import Finished, TriggerTable
 from bot.store.rows import DeliveryRow, RunRow
 from bot.store.trigger import QueuedPlans, ReviewedPlan, RevisionTarget
@@ -288,7 +293,7 @@ async def start_review(
     r: Responder, gh: InstallationClient, origin: Origin, config: RepoConfig, cmd: Command
 ) -> str:
     """`/debate review <path> [--open-pr]` on an issue or a PR; a folder or the
-    whole repository is reviewed from its brief (bot/service/worker/repo_review.py)."""
+    whole repository is reviewed from its brief (bot/service/features/reviews/repo_review.py)."""
     assert cmd.path is not None  # the parser guarantees a path for `review`
     if is_repository_scope(cmd.path):
         return await review_repository(r, gh, origin, config, cmd)
@@ -449,9 +454,9 @@ async def continue_auto(r: Responder, gh: InstallationClient, run: RunRow) -> No
 
 
 def register(triggers: TriggerTable) -> None:
-    # Before the label trigger of bot/service/worker/debates.py: a labelled PR changing
+    # Before the label trigger of bot/service/features/debates: a labelled PR changing
     # design_review.paths plans is design-reviewed instead of debated.
-    triggers.on_event(PullRequestEvent, ("opened", "synchronize", "labeled"), auto_review)
+    triggers.on_event(declared.PULL_CHANGED, auto_review)
     triggers.on_command("review", start_review)
     triggers.on_queued("design_review", continue_auto)
     triggers.on_finish(critique_actions)

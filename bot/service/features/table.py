@@ -9,7 +9,12 @@ instead of debated.
 
 from __future__ import annotations
 
-from bot.service.worker import arbitration, debates, installations, reviews, schedules, spending
+from bot.service.features.arbitration import handlers as arbitration
+from bot.service.features.debates import handlers as debates
+from bot.service.features.installations import handlers as installations
+from bot.service.features.reviews import handlers as reviews
+from bot.service.features.schedules import handlers as schedules
+from bot.service.features.spending import handlers as spending
 from bot.service.worker.routes import TriggerTable
 
 

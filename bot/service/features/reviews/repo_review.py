@@ -1,7 +1,7 @@
 """Design reviews of the whole repository or of one folder (`/debate review [<folder>/]`),
 and filing their findings as issues (`--file-issues`).
 
-Part of the design-review feature (bot/service/worker/reviews.py dispatches here). The
+Part of the design-review feature (bot/service/features/reviews/handlers.py dispatches here). The
 repository is read at one commit through the run's snapshot (bot/repo: a git
 tree and one archive, or lazy blob reads of the at most ``MAX_FILES`` files
 bot/brief chooses); the brief is the debate's subject and the run is a

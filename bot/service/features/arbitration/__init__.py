@@ -1,0 +1,1 @@
+"""Arbitration of a review bot's pull-request comments."""

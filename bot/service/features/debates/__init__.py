@@ -1,0 +1,1 @@
+"""Debates, decisions and the plain commands (`/debate`, `help`, `status`, `cancel`, `decide`)."""

@@ -1,0 +1,1 @@
+"""The app removed, suspended or restored on an installation."""

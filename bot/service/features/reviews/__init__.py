@@ -1,0 +1,1 @@
+"""Design reviews of plans, folders and repositories."""

@@ -1,0 +1,1 @@
+"""Scheduled repository reviews and what changed since the last one."""

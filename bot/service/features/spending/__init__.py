@@ -1,0 +1,1 @@
+"""`/debate estimate`: what a debate would cost."""
