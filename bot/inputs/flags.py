@@ -1,13 +1,16 @@
-"""The flags of a `/debate` command: the one table of them (``_LONG_FLAGS``,
-``_SHORT_FLAGS``), reading them shell-style from a command line into ``Flags``,
-and refusing those an action does not take. Every mistake raises
-``UsageError`` whose message is short and safe to post back to the user."""
+"""The flags of a `/debate` command: the one table of them (``FLAGS``: name,
+value, where it is taken, its help line, how its value is read), reading them
+shell-style from a command line into ``Flags``, and refusing those an action
+does not take. A new flag is a row of the table and a field of ``Flags``.
+Every mistake raises ``UsageError`` whose message is short and safe to post
+back to the user."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from bot.core.errors import ConfigError, UsageError
 from bot.core.redact import redact_secrets
@@ -41,27 +44,6 @@ _QUOTES: Final = {'"': '"', "'": "'", "“": "”", "‘": "’"}  # mobile keyb
 
 
 _MAX_ECHO = 40  # never echo more than this much user input back in an error
-
-
-# Long flags; the value says whether the flag takes an argument.
-_LONG_FLAGS: Final[dict[str, bool]] = {
-    "--rounds": True,
-    "--mode": True,
-    "--personas": True,
-    "--models": True,
-    "--judge": True,
-    "--vote-stalemates": False,
-    "--alternating": False,
-    "--open-pr": False,
-    "--file-issues": False,
-    "--bots": False,
-    "--no-tools": False,
-    "--help": False,
-    "--estimate": False,
-}
-
-
-_SHORT_FLAGS: Final = {"-s": "--vote-stalemates", "-h": "--help"}
 
 
 @dataclass
@@ -115,9 +97,9 @@ def is_flag(token: str) -> bool:
 
 def _known_flag_name(token: str) -> str | None:
     name = token.split("=", 1)[0]
-    if name in _LONG_FLAGS:
+    if name in _BY_NAME:
         return name
-    return _SHORT_FLAGS.get(token)
+    return _SHORT.get(token)
 
 
 def _model_ref(value: str, flag: str) -> str:
@@ -154,6 +136,119 @@ def _parse_personas(value: str) -> tuple[str, ...]:
     return names
 
 
+def _rounds(value: str) -> int:
+    if not value.isdigit() or not 1 <= int(value) <= MAX_ROUNDS:
+        raise UsageError(f"`--rounds` must be a number from 1 to {MAX_ROUNDS}")
+    return int(value)
+
+
+def _mode(value: str) -> Mode:
+    mode = value.lower()
+    if mode not in MODES:
+        raise UsageError(f"`--mode` must be one of {', '.join(MODES)}")
+    return mode
+
+
+def _models(value: str) -> tuple[str, ...]:
+    refs = tuple(v.strip() for v in value.split(",") if v.strip())
+    if not refs:
+        raise UsageError("`--models` needs at least one model reference")
+    if len(refs) > MAX_MODELS:
+        raise UsageError(f"`--models` takes at most {MAX_MODELS} models")
+    return tuple(_model_ref(r, "--models") for r in refs)
+
+
+def _judge(value: str) -> str:
+    return _model_ref(value.strip(), "--judge")
+
+
+# Where a flag may be given: the debate (and `estimate`), `review`, `arbitrate`.
+Where = Literal["debate", "review", "arbitrate", "decide"]
+_RUNS: Final[frozenset[Where]] = frozenset({"debate", "review", "arbitrate"})
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str
+    field: str  # the attribute of ``Flags`` it sets
+    help: str  # its line in the usage text
+    value: str = ""  # its value as the help shows it; "" for a switch
+    read: Callable[[str], object] | None = None  # the value's parser (UsageError)
+    short: str = ""
+    where: frozenset[Where] = _RUNS
+
+    def help_line(self) -> str:
+        shown = f"`{self.name} {self.value}`" if self.value else f"`{self.name}`"
+        return f"- {f'`{self.short}`, ' if self.short else ''}{shown} — {self.help}"
+
+
+FLAGS: Final[tuple[Flag, ...]] = (
+    Flag("--rounds", "rounds", f"number of rounds, 1 to {MAX_ROUNDS}", "N", _rounds),
+    Flag("--mode", "mode", "the kind of run", "|".join(MODES), _mode),
+    Flag(
+        "--personas",
+        "personas",
+        "persona names from the repo config",
+        '"Atlas vs Forge"',
+        _parse_personas,
+    ),
+    Flag(
+        "--models",
+        "models",
+        "model references like `openai/gpt-4o,anthropic/claude-sonnet-4`,\n"
+        "  or agent seats like `agent:codex`",
+        "m1,m2",
+        _models,
+    ),
+    Flag("--judge", "judge", "the judge's model reference", "m", _judge),
+    Flag(
+        "--vote-stalemates",
+        "vote_stalemates",
+        "unresolved proposal points go to a voter panel",
+        short="-s",
+    ),
+    Flag("--alternating", "alternating", "personas speak in turn instead of in parallel"),
+    Flag(
+        "--no-tools",
+        "no_tools",
+        "personas argue from the prompt alone, without reading the repository",
+    ),
+    Flag(
+        "--open-pr",
+        "open_pr",
+        "(`review` of a plan only) open a pull request with the revised plan",
+        where=frozenset({"review"}),
+    ),
+    Flag(
+        "--file-issues",
+        "file_issues",
+        "(`review` of a folder or the repository) file one issue per agreed finding",
+        where=frozenset({"review"}),
+    ),
+    Flag(
+        "--bots",
+        "bots",
+        "(`arbitrate` only) every unresolved review comment left by a bot",
+        where=frozenset({"arbitrate"}),
+    ),
+    Flag(
+        "--estimate",
+        "estimate",
+        "reply with the plan and its estimated cost instead of running it",
+        where=frozenset({"debate"}),
+    ),
+    # Read wherever a debate's flags are; it asks for the usage text instead.
+    Flag("--help", "help", "", short="-h", where=frozenset()),
+)
+_BY_NAME: Final = {f.name: f for f in FLAGS}
+_SHORT: Final = {f.short: f.name for f in FLAGS if f.short}
+
+
+def help_lines() -> str:
+    """The flags' lines of the usage text (``--help`` is the usage text itself)."""
+    return "\n".join(f.help_line() for f in FLAGS if f.help)
+
+
 def _apply_flag(flags: Flags, seen: set[str], name: str, value: str | None) -> None:
     if name in seen:
         raise UsageError(f"`{name}` is given twice")
@@ -162,47 +257,12 @@ def _apply_flag(flags: Flags, seen: set[str], name: str, value: str | None) -> N
         raise UsageError(f"`{name}` cannot take a URL")
     if value is not None and redact_secrets(value) != value:
         raise UsageError(f"`{name}` cannot take a secret; keys belong in the server settings")
-    if name == "--rounds":
-        assert value is not None
-        if not value.isdigit() or not 1 <= int(value) <= MAX_ROUNDS:
-            raise UsageError(f"`--rounds` must be a number from 1 to {MAX_ROUNDS}")
-        flags.rounds = int(value)
-    elif name == "--mode":
-        assert value is not None
-        mode = value.lower()
-        if mode not in MODES:
-            raise UsageError(f"`--mode` must be one of {', '.join(MODES)}")
-        flags.mode = mode
-    elif name == "--personas":
-        assert value is not None
-        flags.personas = _parse_personas(value)
-    elif name == "--models":
-        assert value is not None
-        refs = tuple(v.strip() for v in value.split(",") if v.strip())
-        if not refs:
-            raise UsageError("`--models` needs at least one model reference")
-        if len(refs) > MAX_MODELS:
-            raise UsageError(f"`--models` takes at most {MAX_MODELS} models")
-        flags.models = tuple(_model_ref(r, "--models") for r in refs)
-    elif name == "--judge":
-        assert value is not None
-        flags.judge = _model_ref(value.strip(), "--judge")
-    elif name == "--vote-stalemates":
-        flags.vote_stalemates = True
-    elif name == "--alternating":
-        flags.alternating = True
-    elif name == "--open-pr":
-        flags.open_pr = True
-    elif name == "--file-issues":
-        flags.file_issues = True
-    elif name == "--bots":
-        flags.bots = True
-    elif name == "--no-tools":
-        flags.no_tools = True
-    elif name == "--help":
-        flags.help = True
-    elif name == "--estimate":
-        flags.estimate = True
+    flag = _BY_NAME[name]
+    if flag.read is None:
+        setattr(flags, flag.field, True)
+    else:
+        assert value is not None  # _read_flag asks for one
+        setattr(flags, flag.field, flag.read(value))
 
 
 def _read_flag(line: str, token: str, end: int, flags: Flags, seen: set[str]) -> int:
@@ -210,7 +270,7 @@ def _read_flag(line: str, token: str, end: int, flags: Flags, seen: set[str]) ->
     name = _known_flag_name(token)
     if name is None:
         raise UsageError(f"unknown flag `{echo(token)}`")
-    takes_value = _LONG_FLAGS[name]
+    takes_value = _BY_NAME[name].read is not None
     value: str | None = None
     if "=" in token and token.startswith("--"):
         if not takes_value:
@@ -265,19 +325,8 @@ def read_all_flags(line: str, pos: int, flags: Flags, seen: set[str]) -> list[st
     return positional
 
 
-def reject(flags: Flags, seen: set[str], allowed: set[str], action: str) -> None:
-    extra = sorted(seen - allowed)
+def reject(flags: Flags, seen: set[str], where: Where, action: str) -> None:
+    """Refuse the first flag given that ``where`` does not take."""
+    extra = sorted(n for n in seen if where not in _BY_NAME[n].where)
     if extra:
         raise UsageError(f"`{extra[0]}` cannot be used with `{action}`")
-
-
-COMMON_FLAGS: Final = {
-    "--rounds",
-    "--mode",
-    "--personas",
-    "--models",
-    "--judge",
-    "--vote-stalemates",
-    "--alternating",
-    "--no-tools",
-}

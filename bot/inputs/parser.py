@@ -10,16 +10,15 @@ whose message is short and safe to post back to the user.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, fields
+from typing import Any, Final, Literal
 
 from bot.core.errors import UsageError
 from bot.engine.types import Mode
 from bot.inputs.flags import (
-    COMMON_FLAGS,
-    MAX_ROUNDS,
     Flags,
     echo,
+    help_lines,
     is_flag,
     next_token_lenient,
     read_all_flags,
@@ -39,7 +38,6 @@ _REVIEW_COMMENT_URL = re.compile(
     r"#(?:discussion_)?r(?P<comment>\d{1,20})"
 )
 _DECIDE_POINT = re.compile(r"(?:#|p|point[-_ ]?)?(\d{1,4})", re.IGNORECASE)
-
 
 
 @dataclass(frozen=True)
@@ -82,32 +80,6 @@ class Command:
         return "\n\n".join(part for part in (self.topic, self.context) if part)
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _split_first_line(body: str) -> tuple[str, str]:
     text = body.lstrip()
     first, _, rest = text.partition("\n")
@@ -142,50 +114,21 @@ def _clean_path(raw: str) -> str:
     return path
 
 
+# The flags a Command carries (`--help` and `--estimate` choose the action instead).
+_CARRIED: Final = tuple(f.name for f in fields(Flags) if f.name in Command.__dataclass_fields__)
 
 
-
-
-def _build(
-    action: Action,
-    flags: Flags,
-    *,
-    mode: Mode | None = None,
-    topic: str = "",
-    context: str = "",
-    issue_ref: int | None = None,
-    path: str | None = None,
-    url: str | None = None,
-    review_comment: ReviewCommentRef | None = None,
-) -> Command:
-    """A Command carrying the flags plus the action's own fields."""
-    return Command(
-        action=action,
-        topic=topic,
-        context=context,
-        issue_ref=issue_ref,
-        path=path,
-        url=url,
-        review_comment=review_comment,
-        bots=flags.bots,
-        rounds=flags.rounds,
-        mode=mode or flags.mode,
-        personas=flags.personas,
-        models=flags.models,
-        judge=flags.judge,
-        vote_stalemates=flags.vote_stalemates,
-        alternating=flags.alternating,
-        open_pr=flags.open_pr,
-        file_issues=flags.file_issues,
-        no_tools=flags.no_tools,
-    )
+def _build(action: Action, flags: Flags, *, mode: Mode | None = None, **own: Any) -> Command:
+    """A Command carrying the flags plus the action's own fields (``own``)."""
+    carried = {name: getattr(flags, name) for name in _CARRIED}
+    return Command(action=action, **{**carried, "mode": mode or flags.mode, **own})
 
 
 def _parse_review(line: str, pos: int, context: str, flags: Flags, seen: set[str]) -> Command:
     """`review <file>` reviews a plan; `review <folder>/` a folder; `review` alone
     (or `review /`) the whole repository."""
     positional = read_all_flags(line, pos, flags, seen)
-    reject(flags, seen, COMMON_FLAGS | {"--open-pr", "--file-issues"}, "review")
+    reject(flags, seen, "review", "review")
     if len(positional) > 1:
         raise UsageError(
             "`review` takes at most one path: a plan like `review docs/plans/auth.md`, "
@@ -212,7 +155,7 @@ def _parse_review(line: str, pos: int, context: str, flags: Flags, seen: set[str
 
 def _parse_arbitrate(line: str, pos: int, context: str, flags: Flags, seen: set[str]) -> Command:
     positional = read_all_flags(line, pos, flags, seen)
-    reject(flags, seen, COMMON_FLAGS | {"--bots"}, "arbitrate")
+    reject(flags, seen, "arbitrate", "arbitrate")
     if flags.mode not in (None, "arbitrate"):
         raise UsageError("`arbitrate` always runs in `arbitrate` mode")
     if len(positional) > 1:
@@ -248,7 +191,7 @@ def _parse_arbitrate(line: str, pos: int, context: str, flags: Flags, seen: set[
 
 def _parse_decide(line: str, pos: int, flags: Flags, seen: set[str]) -> Command:
     positional = read_all_flags(line, pos, flags, seen)
-    reject(flags, seen, set(), "decide")
+    reject(flags, seen, "decide", "decide")
     if len(positional) != 2:
         raise UsageError("usage: `decide <point> <A|B|both>`, like `decide 2 A`")
     point_m = _DECIDE_POINT.fullmatch(positional[0])
@@ -275,7 +218,7 @@ def _parse_debate(line: str, pos: int, context: str, flags: Flags, seen: set[str
         raise UsageError("put flags before the topic, or all of them at its end")
     if flags.help:
         return Command(action="help")
-    reject(flags, seen, COMMON_FLAGS | {"--estimate"}, "a debate")
+    reject(flags, seen, "debate", "a debate")
     if flags.mode == "arbitrate":
         raise UsageError("use `arbitrate` in a pull-request review thread to arbitrate a comment")
     topic = line[topic_start:topic_end].strip()
@@ -339,17 +282,5 @@ def usage_text(command: str = "/debate") -> str:
 | `{c} estimate [flags] [topic]` | that debate's plan and estimated cost; runs nothing |
 
 Flags:
-- `--rounds N` — number of rounds, 1 to {MAX_ROUNDS}
-- `--mode debate|critique|arbitrate|proposal` — the kind of run
-- `--personas "Atlas vs Forge"` — persona names from the repo config
-- `--models m1,m2` — model references like `openai/gpt-4o,anthropic/claude-sonnet-4`,
-  or agent seats like `agent:codex`
-- `--judge m` — the judge's model reference
-- `-s`, `--vote-stalemates` — unresolved proposal points go to a voter panel
-- `--alternating` — personas speak in turn instead of in parallel
-- `--no-tools` — personas argue from the prompt alone, without reading the repository
-- `--open-pr` — (`review` of a plan only) open a pull request with the revised plan
-- `--file-issues` — (`review` of a folder or the repository) file one issue per agreed finding
-- `--bots` — (`arbitrate` only) every unresolved review comment left by a bot
-- `--estimate` — reply with the plan and its estimated cost instead of running it
+{help_lines()}
 """
