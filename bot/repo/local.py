@@ -67,13 +67,10 @@ def _git(root: Path, *args: str) -> bytes | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def git_files(root: Path, *, untracked: bool = False) -> list[str] | None:
-    """Paths ``git ls-files`` lists under ``root`` (tracked; with ``untracked`` also
-    the untracked files that are not ignored), or None outside a work tree."""
-    args = ["ls-files", "-z", "--cached"]
-    if untracked:
-        args += ["--others", "--exclude-standard"]
-    out = _git(root, *args)
+def git_files(root: Path) -> list[str] | None:
+    """Paths git tracks under ``root`` (``git add`` is enough), or None outside a
+    work tree: what any reader of a checkout may see."""
+    out = _git(root, "ls-files", "-z", "--cached")
     if out is None:
         return None
     # -z: raw paths, no quoting of unusual names; relative to root (git -C).
