@@ -11,7 +11,7 @@ default settings (``AgentHost.from_settings``).
    With it, the peak resident memory of the turn's process tree (polled while
    the turn runs, so measured on these 4-second turns).
 2. Cold start: spawn → the CLI's first gateway request (p50, p95), answered at
-   once (L = 0).
+   once (L = 0); for Gemini CLI also without Node's compile cache, turn for turn.
 3. Capacity: 3 × the default ``DEBATE_BOT_AGENT_CONCURRENCY`` turns asked at
    once (L = 1 s, one tool step): how long a turn waits for its slot, and the
    whole burst's wall against the waves the limit allows.
@@ -27,6 +27,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -35,6 +36,7 @@ from benchmarks.common import percentile, print_table
 from bot.core.settings import Settings
 from bot.engine.agents import CLIS, Cli
 from bot.engine.types import ModelRequest, Prompt, TurnKey, Usage
+from bot.models.agents.clis import CLI_SPECS
 from bot.models.agents.host import AgentHost
 from bot.run.agent_seat import AgentSeats, TurnStats
 from testkit.fakes.agent_upstream import AgentScript, FakeAgentUpstream
@@ -115,19 +117,39 @@ def overhead(host: AgentHost, reader: object, clis: Sequence[Cli], repeats: int)
 
 
 def cold_start(host: AgentHost, reader: object, clis: Sequence[Cli], turns: int) -> None:
+    """Each CLI's start; a Node CLI's also without the compile cache, turn for turn
+    in the same run (the cache's effect as a ratio)."""
     rows = []
     one_read = AgentScript(files=("src/part1.py",))
+    warm = host.sandbox()
     with FakeAgentUpstream(script=one_read, api_key=UPSTREAM_KEY) as fake:
+
+        def first(cli: Cli, run: str) -> float | None:
+            return asyncio.run(_turns(host, fake, reader, cli, 1, run))[1][0].first_call_s
+
         for cli in clis:
+            node = CLI_SPECS[cli].on_node and warm.compile_cache is not None
             firsts: list[float] = []
+            colds: list[float] = []
             for r in range(turns):
-                _, stats = asyncio.run(_turns(host, fake, reader, cli, 1, f"cold-{cli}-{r}"))
-                if stats[0].first_call_s is not None:
-                    firsts.append(stats[0].first_call_s)
-            rows.append([cli, f"{percentile(firsts, 50):.2f} s", f"{percentile(firsts, 95):.2f} s"])
+                if (t := first(cli, f"cold-{cli}-{r}")) is not None:
+                    firsts.append(t)
+                if node:
+                    host._sandbox = replace(warm, compile_cache=None)
+                    try:
+                        if (t := first(cli, f"cold-nocache-{cli}-{r}")) is not None:
+                            colds.append(t)
+                    finally:
+                        host._sandbox = warm
+            p50 = percentile(firsts, 50)
+            rows.append([
+                cli, f"{p50:.2f} s", f"{percentile(firsts, 95):.2f} s",
+                f"{percentile(colds, 50):.2f} s ({p50 / percentile(colds, 50):.2f}×)"
+                if colds else "—",
+            ])  # fmt: skip
     print_table(
         f"Agent cold start: spawn → first gateway request ({turns} turns each, answered at once)",
-        ["CLI", "p50", "p95"],
+        ["CLI", "p50", "p95", "p50 without the compile cache"],
         rows,
     )
 
@@ -173,7 +195,7 @@ def main(argv: list[str]) -> int:
         reader = git_repo(root, FILES)
         host = _host(agents, root)
         # Once per worker process, not per turn: the sandbox's probe and each
-        # CLI's `--version` (Gemini CLI's alone is ~1.5 s of Node start).
+        # CLI's `--version` (Gemini CLI's also warms Node's compile cache).
         host.check([f"agent:{cli}" for cli in clis])
         overhead(host, reader, clis, 2 if args.quick else 5)
         cold_start(host, reader, clis, 3 if args.quick else 10)
