@@ -67,10 +67,19 @@ def _git(root: Path, *args: str) -> bytes | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def git_files(root: Path) -> list[str] | None:
-    """Paths git tracks under ``root`` (``git add`` is enough), or None outside a
-    work tree: what any reader of a checkout may see."""
-    out = _git(root, "ls-files", "-z", "--cached")
+def git_files(root: Path, *, untracked: bool = False) -> list[str] | None:
+    """Paths ``git ls-files`` lists under ``root`` (tracked; with ``untracked`` also
+    the untracked files that are not ignored), or None outside a work tree.
+
+    The one home of how a checkout is read, and its two readers differ on
+    purpose: a local review's brief covers the working tree as its author sees
+    it (``untracked``: a new file not yet added is part of what is reviewed),
+    while the debaters' tools and an agent's workspace answer a model's own
+    requests and read tracked files only. Ignored files reach neither."""
+    args = ["ls-files", "-z", "--cached"]
+    if untracked:
+        args += ["--others", "--exclude-standard"]
+    out = _git(root, *args)
     if out is None:
         return None
     # -z: raw paths, no quoting of unusual names; relative to root (git -C).

@@ -1,10 +1,10 @@
 """A checkout on disk as tree entries and contents (the package's only I/O).
 
-The files are the checkout's as ``bot.repo.local`` lists them, the one rule
-for every reader of a checkout (the brief, the debaters' tools, an agent's
-workspace): inside a git work tree what git tracks (``git add`` is enough), so
-an ignored or untracked file is never read; elsewhere a walk skipping
-dot-files, hidden and vendored folders and key files.
+Inside a git work tree the file list is ``git ls-files`` (tracked, and untracked
+files that are not ignored), so ``.gitignore`` is honoured exactly as git does;
+elsewhere the directory is walked as ``bot.repo.local`` walks it, skipping
+dot-files, hidden and vendored folders and key files (there is no ignore file
+to ask). The debaters' tools read less: tracked files only (``bot.repo.local``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ READ_MAX_BYTES = 1024 * 1024  # condensed or cut to an excerpt anyway
 def read_tree(root: Path) -> tuple[TreeEntry, ...]:
     """The files under ``root`` (paths relative to it, sizes from stat)."""
     root = root.resolve()
-    paths = git_files(root)
+    paths = git_files(root, untracked=True)
     if paths is None:
         paths = walk_files(root)
     entries = []

@@ -412,7 +412,7 @@ def test_opening_comment_is_bounded() -> None:
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-def test_read_tree_in_a_git_work_tree_reads_what_git_tracks(tmp_path: Path) -> None:
+def test_read_tree_in_a_git_work_tree_honours_gitignore(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / ".gitignore").write_text("secret.env\nout/\n")
     (tmp_path / "secret.env").write_text("TOKEN=x\n")
@@ -421,11 +421,9 @@ def test_read_tree_in_a_git_work_tree_reads_what_git_tracks(tmp_path: Path) -> N
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "app.py").write_text('"""App."""\n')
     (tmp_path / "logo.png").write_bytes(b"\x89PNG\x00\x00")
-    (tmp_path / "notes.txt").write_text("TOKEN=y\n")
-    subprocess.run(["git", "-C", str(tmp_path), "add", "src/app.py", "logo.png"], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "src/app.py"], check=True)
     found = {e.path: e for e in read_tree(tmp_path)}
-    # The tools' rule: ignored (secret.env, out/) and untracked (.gitignore, notes.txt) are out.
-    assert set(found) == {"src/app.py", "logo.png"}
+    assert set(found) == {".gitignore", "src/app.py", "logo.png"}  # untracked, not ignored: in
     assert found["src/app.py"] == TreeEntry("src/app.py", 11, "blob")
     assert read_text(tmp_path, "src/app.py") == '"""App."""\n'
     assert read_text(tmp_path, "logo.png") is None
