@@ -52,7 +52,7 @@ from bot.run.estimate import Forecast, forecast, plan_models, supply_of
 from bot.run.execute import Collect, execute
 from bot.run.habits import learn
 from bot.run.tool_loop import ToolLoop
-from bot.store import RunStore
+from bot.store import NewRun, RunStore
 from testkit.fakes.tool_server import Call, Seen, ToolModelServer
 
 FILLS = (0.25, 0.5, 0.9)
@@ -184,10 +184,12 @@ class Bench:
         """One debate, stored as the worker stores it; its real spend."""
         server.reset()  # runs spaced apart: the provider's prefix cache has expired
         row = self.store.create_run(
-            repo=REPO,
-            issue_number=int(spec.seed.rsplit("-", 1)[-1]),
-            spec=spec,
-            installation_id=INSTALLATION,
+            NewRun(
+                repo=REPO,
+                issue_number=int(spec.seed.rsplit("-", 1)[-1]),
+                spec=spec,
+                installation_id=INSTALLATION,
+            )
         )
         store = self.store
 

@@ -11,7 +11,7 @@ from typing import Annotated, get_args
 import typer
 
 from bot.core.errors import BotError, ConfigError
-from bot.run.admission import month_start, next_month
+from bot.store.admission import month_start, next_month
 from bot.store.rows import SpendBy, SpendLine
 
 _HEADERS = ("runs", "calls", "input", "cached", "output", "usd")

@@ -2,9 +2,11 @@
 
 ``decide(limits, used)`` is the whole policy: the daily run quotas, the unknown
 price rule and the three budgets (per run, per repository per month, per
-installation per month; docs/configuration.md, "Money"). The store runs it
-inside the transaction and lock ``create_run`` takes and keeps only the sums
-(``Used``); the admitted cap becomes the run's ``DebateSpec.max_cost_usd``.
+installation per month; docs/configuration.md, "Money"). ``Limits`` is the
+store's ``Admission`` (``bot/store/admission.py``): passed to ``create_run``,
+which counts what its ``tally`` asks for (``Used``) under its locks and calls
+``Limits.decide`` inside the insert's transaction, so races stay exact; the
+admitted cap becomes the run's ``DebateSpec.max_cost_usd``.
 
 A budget admits what fits: the run starts when its first round (the frame and
 the first persona turns, ``Budget.first_round_usd``) fits the per-run budget
@@ -12,16 +14,18 @@ and what is left of each monthly one; its cap is the tightest of those, so a
 run whose whole expected cost does not fit stops at the cap and synthesizes
 from what it has. It holds its expected cost (``Budget.estimate_usd``), or its
 cap when that is less, against the monthly budgets until it ends.
-Imports only the standard library, ``bot.engine`` and ``bot.core.errors``.
+Imports only the standard library, ``bot.core.errors`` and the store's value
+types (``bot/store/admission.py``, itself pure).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
 from bot.core.errors import AdmissionRefused, BudgetSpent, PriceUnknown, QuotaSpent
+from bot.store.admission import Admitted, Tally, Used, next_month
 
 QuotaScope = Literal["repo", "user"]
 
@@ -61,7 +65,7 @@ class Budget:
 
     @property
     def capped(self) -> bool:
-        """Whether any dollar budget applies (the store takes the sums only then)."""
+        """Whether any dollar budget applies (the month's sums are counted only then)."""
         return any(
             cap is not None
             for cap in (self.per_run_usd, self.repo_month_usd, self.installation_month_usd)
@@ -70,29 +74,24 @@ class Budget:
 
 @dataclass(frozen=True)
 class Limits:
+    """A run's quotas and budget: the ``Admission`` ``create_run`` runs."""
+
     quota: Quota | None = None
     budget: Budget | None = None
 
+    @property
+    def tally(self) -> Tally:
+        """The sums ``decide`` reads: the quota's runs, the month's where a dollar
+        budget applies (the installation's where its budget does)."""
+        budget = self.budget
+        return Tally(
+            runs_since=None if self.quota is None else self.quota.since,
+            repo_month=budget is not None and budget.capped,
+            installation_month=budget is not None and budget.installation_month_usd is not None,
+        )
 
-@dataclass(frozen=True)
-class Used:
-    """What the store counted under its lock: runs created since the quota's
-    ``since`` (all, and the requester's), and spend this month with the active
-    runs' reservations (the repository's and the installation's)."""
-
-    repo_runs: int = 0
-    user_runs: int = 0
-    repo_month_usd: float = 0.0
-    installation_month_usd: float = 0.0
-
-
-@dataclass(frozen=True)
-class Admitted:
-    """Start the run; ``cap_usd`` (None: uncapped) is its ``max_cost_usd`` and
-    ``reserved_usd`` what it holds against the budgets until it ends."""
-
-    cap_usd: float | None
-    reserved_usd: float
+    def decide(self, used: Used, now: datetime) -> Admitted | AdmissionRefused:
+        return decide(self, used, now)
 
 
 def quota_scope(quota: Quota, total: int, own: int) -> QuotaScope | None:
@@ -103,20 +102,6 @@ def quota_scope(quota: Quota, total: int, own: int) -> QuotaScope | None:
     if own >= quota.per_user:
         return "user"
     return None
-
-
-def next_month(start: datetime) -> datetime:
-    """The first instant of the UTC month after the one ``start`` falls in."""
-    start = start.astimezone(UTC)
-    if start.month == 12:
-        return datetime(start.year + 1, 1, 1, tzinfo=UTC)
-    return datetime(start.year, start.month + 1, 1, tzinfo=UTC)
-
-
-def month_start(now: datetime) -> datetime:
-    """The first instant of ``now``'s UTC month: where monthly budgets reset."""
-    now = now.astimezone(UTC)
-    return datetime(now.year, now.month, 1, tzinfo=UTC)
 
 
 def decide(limits: Limits, used: Used, now: datetime) -> Admitted | AdmissionRefused:

@@ -12,6 +12,7 @@ from bot.store.rows import (
     DeliveryRow,
     DeliveryState,
     NewDelivery,
+    NewRun,
     RunRow,
     RunState,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "DeliveryRow",
     "DeliveryState",
     "NewDelivery",
+    "NewRun",
     "RunRow",
     "RunState",
     "RunStore",

@@ -5,11 +5,12 @@ transaction and keyed like the turn, so a resumed run never counts a call
 twice. The ledger is the one source for the audit's cost line, budgets,
 ``/debate status``, ``debate-bot spend`` and the spend metrics.
 
-Admission (``bot/run/admission.py``) is a pure policy; this module holds
-what it needs from the database: the lock that makes two commands at once take
-turns (a per-installation and a per-repository advisory lock on PostgreSQL;
-SQLite's ``BEGIN IMMEDIATE`` serialises writers already) and the sums counted
-under it. An active run holds its estimate (``runs.reserved_usd``) against the
+Admission is a pure policy passed in (an ``Admission``, ``bot/store/admission.py``;
+the run layer's ``Limits``); this module holds what it needs from the database:
+the lock that makes two commands at once take turns (a per-installation and a
+per-repository advisory lock on PostgreSQL; SQLite's ``BEGIN IMMEDIATE``
+serialises writers already) and the sums its ``Tally`` asks for, counted under
+it. An active run holds its estimate (``runs.reserved_usd``) against the
 budgets beyond what it has spent; once it ends only its ledger rows count: the
 reservation is settled to the real spend.
 """
@@ -27,7 +28,7 @@ from sqlalchemy.sql.selectable import NamedFromClause
 
 from bot.core.errors import AdmissionRefused
 from bot.engine.types import DebateSpec, Turn
-from bot.run.admission import Admitted, Limits, Used, decide, month_start
+from bot.store.admission import Admission, Admitted, Used, month_start
 from bot.store.base import StoreBase
 from bot.store.codec import from_json, spec_from_json, spec_to_json
 from bot.store.rows import (
@@ -291,15 +292,11 @@ def admit(
     repo: str,
     installation_id: int | None,
     requested_by: str,
-    limits: Limits,
+    admission: Admission,
 ) -> Admitted:
-    """Lock, count and run the policy; raise its refusal."""
-    budget = limits.budget
-    by_installation = (
-        budget is not None
-        and budget.installation_month_usd is not None
-        and installation_id is not None
-    )
+    """Lock, count what ``admission`` asks for and let it decide; raise its refusal."""
+    tally = admission.tally
+    by_installation = tally.installation_month and installation_id is not None
     if conn.dialect.name == "postgresql":
         # Always installation before repository, so two admissions never deadlock.
         if by_installation:
@@ -308,19 +305,16 @@ def admit(
             )
         conn.execute(_ADMIT_LOCK, {"space": _REPO_LOCK_SPACE, "key": repo})
     used = Used()
-    if limits.quota is not None:
-        total, own = count_runs(conn, repo, limits.quota.since, requested_by)
+    if tally.runs_since is not None:
+        total, own = count_runs(conn, repo, tally.runs_since, requested_by)
         used = Used(repo_runs=total, user_runs=own)
-    if budget is not None and budget.capped:
-        since = month_start(now)
-        repo_usd = sum(_month_sums(conn, runs.c.repo, repo, since))
-        inst_usd = (
-            sum(_month_sums(conn, runs.c.installation_id, installation_id, since))
-            if by_installation
-            else 0.0
-        )
-        used = Used(used.repo_runs, used.user_runs, repo_usd, inst_usd)
-    decision = decide(limits, used, now)
+    since = month_start(now)
+    if tally.repo_month:
+        used = replace(used, repo_month_usd=sum(_month_sums(conn, runs.c.repo, repo, since)))
+    if by_installation:
+        inst_usd = sum(_month_sums(conn, runs.c.installation_id, installation_id, since))
+        used = replace(used, installation_month_usd=inst_usd)
+    decision = admission.decide(used, now)
     if isinstance(decision, AdmissionRefused):
         raise decision
     return decision

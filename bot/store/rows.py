@@ -31,6 +31,23 @@ class NewDelivery(NamedTuple):
 
 
 @dataclass(frozen=True)
+class NewRun:
+    """A run as a command queues it (``create_run``). ``mode`` defaults to the
+    spec's mode, ``run_id`` to a fresh uuid4; a spec with an empty ``seed``
+    gets the run id as its seed."""
+
+    repo: str
+    issue_number: int
+    spec: DebateSpec | str
+    mode: str | None = None
+    installation_id: int | None = None
+    is_pr: bool = False
+    trigger: Trigger | None = None
+    requested_by: str = ""
+    run_id: str | None = None
+
+
+@dataclass(frozen=True)
 class DeliveryRow:
     delivery_id: str
     event: str

@@ -13,12 +13,13 @@ from sqlalchemy.exc import IntegrityError
 
 from bot.core.errors import ActiveRunExists, StoreError
 from bot.engine.types import DebateSpec
-from bot.run.admission import Limits
+from bot.store.admission import Admission
 from bot.store.base import StoreBase, fair_order, lease_statement
 from bot.store.codec import spec_from_json, spec_to_json, to_json
 from bot.store.ledger import admit, admitted_values, count_runs
 from bot.store.notify import notify_work
 from bot.store.rows import (
+    NewRun,
     RunControl,
     RunRow,
     RunState,
@@ -55,45 +56,31 @@ def fair_pick(
 
 
 class RunQueries(StoreBase):
-    def create_run(
-        self,
-        *,
-        repo: str,
-        issue_number: int,
-        spec: DebateSpec | str,
-        mode: str | None = None,
-        installation_id: int | None = None,
-        is_pr: bool = False,
-        trigger: Trigger | None = None,
-        requested_by: str = "",
-        run_id: str | None = None,
-        limits: Limits | None = None,
-    ) -> RunRow:
+    def create_run(self, new: NewRun, admission: Admission | None = None) -> RunRow:
         """Queue a new run. Raises :class:`ActiveRunExists` if the issue has one,
-        an :class:`AdmissionRefused` if ``limits`` are given and refuse it.
+        an :class:`AdmissionRefused` if ``admission`` is given and refuses it.
 
-        ``mode`` defaults to the spec's mode; ``run_id`` to a fresh uuid4. A
-        spec with an empty ``seed`` gets the run id as its seed. Admission
-        (``bot/run/admission.py``: quotas, budgets) is decided in the insert's
-        transaction, under per-repository (and per-installation) locks on
-        PostgreSQL, so two commands at once cannot both take the last run or the
-        last dollars; the admitted cap becomes the spec's ``max_cost_usd``.
+        ``admission`` (the run layer's ``Limits``: quotas, budgets) is decided in
+        the insert's transaction, under per-repository (and per-installation)
+        locks on PostgreSQL, so two commands at once cannot both take the last
+        run or the last dollars; the admitted cap becomes the spec's
+        ``max_cost_usd``.
         """
-        spec_obj = spec if isinstance(spec, DebateSpec) else spec_from_json(spec)
-        run_id = run_id or str(uuid4())
+        spec_obj = new.spec if isinstance(new.spec, DebateSpec) else spec_from_json(new.spec)
+        run_id = new.run_id or str(uuid4())
         if not spec_obj.seed:
             spec_obj = dataclasses.replace(spec_obj, seed=run_id)
         values = {
             "id": run_id,
-            "installation_id": installation_id,
-            "repo": repo,
-            "issue_number": issue_number,
-            "is_pr": is_pr,
-            "mode": mode or spec_obj.mode,
+            "installation_id": new.installation_id,
+            "repo": new.repo,
+            "issue_number": new.issue_number,
+            "is_pr": new.is_pr,
+            "mode": new.mode or spec_obj.mode,
             "state": "queued",
             "spec": spec_to_json(spec_obj),
-            "trigger": to_json(trigger or Trigger()),
-            "requested_by": requested_by,
+            "trigger": to_json(new.trigger or Trigger()),
+            "requested_by": new.requested_by,
             "attempts": 0,
             "cancel_requested": False,
             "tokens_total": 0,
@@ -101,11 +88,11 @@ class RunQueries(StoreBase):
         }
         for _ in range(_INSERT_RETRIES):
             try:
-                return self._insert_run(values, spec_obj, limits)
+                return self._insert_run(values, spec_obj, admission)
             except StoreError as exc:
                 if not isinstance(exc.__cause__, IntegrityError):
                     raise
-            active = self.active_run(repo, issue_number)
+            active = self.active_run(new.repo, new.issue_number)
             if active is not None:
                 raise ActiveRunExists(active)
             if self.get_run(str(values["id"])) is not None:
@@ -114,20 +101,20 @@ class RunQueries(StoreBase):
         raise StoreError("create_run: gave up after repeated conflicts")
 
     def _insert_run(
-        self, values: dict[str, Any], spec: DebateSpec, limits: Limits | None
+        self, values: dict[str, Any], spec: DebateSpec, admission: Admission | None
     ) -> RunRow:
         """One try: admission decided and the run inserted in one transaction."""
         now = self._now()
         with self._errors("create_run"), self._write_turn, self.engine.begin() as conn:
             admitted: dict[str, Any] = {}
-            if limits is not None:
+            if admission is not None:
                 decision = admit(
                     conn,
                     now=now,
                     repo=str(values["repo"]),
                     installation_id=values["installation_id"],
                     requested_by=str(values["requested_by"]),
-                    limits=limits,
+                    admission=admission,
                 )
                 admitted = admitted_values(spec, decision)
             row = (

@@ -35,7 +35,7 @@ from bot.models.router import ModelRouter
 from bot.service.features.table import build_triggers
 from bot.service.worker.context import Services
 from bot.service.worker.pool import Worker, is_transient
-from bot.store import RunStore
+from bot.store import NewRun, RunStore
 from bot.store.engine import store_failure
 from bot.store.schema import runs
 from testkit.harness.service import APP_ID, INSTALLATION, REPO
@@ -65,9 +65,9 @@ def test_a_database_that_cannot_be_opened_is_an_outage(tmp_path: Path) -> None:
 
 def test_a_constraint_the_store_hits_is_a_verdict(store: RunStore) -> None:
     spec = DebateSpec(mode="debate", title="t", subject="s")
-    run = store.create_run(repo=REPO, issue_number=1, spec=spec)
+    run = store.create_run(NewRun(repo=REPO, issue_number=1, spec=spec))
     with pytest.raises(StoreError) as info:
-        store.create_run(repo=REPO, issue_number=1, spec=spec)
+        store.create_run(NewRun(repo=REPO, issue_number=1, spec=spec))
     assert not is_transient(info.value)
     assert isinstance(info.value, ActiveRunExists)
     assert info.value.run == ActiveRun(run.id, "queued", REPO, 1)
@@ -78,7 +78,9 @@ def test_an_undecodable_spec_fails_the_run_at_its_first_claim(
 ) -> None:
     """Once deferred and re-claimed until its sixth claim; now failed at once."""
     spec = DebateSpec(mode="debate", title="t", subject="s")
-    run = store.create_run(repo=REPO, issue_number=7, spec=spec, installation_id=INSTALLATION)
+    run = store.create_run(
+        NewRun(repo=REPO, issue_number=7, spec=spec, installation_id=INSTALLATION)
+    )
     with store.engine.begin() as conn:
         conn.execute(
             runs.update().where(runs.c.id == run.id).values(spec=json.dumps({"mode": "nope"}))

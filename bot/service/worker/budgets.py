@@ -24,10 +24,11 @@ from bot.engine.types import DebateSpec
 from bot.github.gateway import InstallationClient
 from bot.inputs.repo_config import RepoConfig
 from bot.models.pricing import PriceBook
-from bot.run.admission import Budget, Limits, Quota, Used, decide, next_month
+from bot.run.admission import Budget, Limits, Quota, decide
 from bot.run.estimate import Forecast, forecast, plan_models, supply_of
 from bot.run.habits import basis, learn
 from bot.service.worker.context import Services
+from bot.store.admission import Used, next_month
 from bot.store.rows import MonthSpend, RunSpend
 
 log = get_logger(__name__)

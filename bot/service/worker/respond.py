@@ -45,7 +45,7 @@ from bot.service.worker.budgets import (
 )
 from bot.service.worker.context import Origin, Services, load_config
 from bot.service.worker.publish import Publisher, Thread
-from bot.store import RunRow
+from bot.store import NewRun, RunRow
 from bot.store.trigger import ArbitrationActions, Queued, ReviewedPlan, Trigger
 
 log = get_logger(__name__)
@@ -335,7 +335,7 @@ class Responder:
         # The quota was counted where the command was made (link_from).
         quota = None if what.link_from else self._quota(what.config)
         try:
-            run = await self.svc.db.create_run(
+            new = NewRun(
                 repo=origin.repo,
                 issue_number=origin.issue_number,
                 spec=spec,
@@ -345,8 +345,8 @@ class Responder:
                 trigger=_trigger(what),
                 requested_by=origin.sender,
                 run_id=run_id,
-                limits=Limits(quota, budget),
             )
+            run = await self.svc.db.create_run(new, Limits(quota, budget))
         except ActiveRunExists as exc:
             await self.already_running(gh, origin, exc.run)
             return "done"

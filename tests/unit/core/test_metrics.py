@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.core.metrics import Metrics, github_error_kind
-from bot.store import RunStore
+from bot.store import NewRun, RunStore
 from testkit.harness.engine import spec_for
 
 
@@ -38,9 +38,9 @@ def test_run_health_at_scrape_time(store: tuple[RunStore, Clock]) -> None:
         "resumed_active": 0.0,
     }
     spec = spec_for("debate")
-    s.create_run(repo="o/r", issue_number=1, spec=spec)  # will lapse
+    s.create_run(NewRun(repo="o/r", issue_number=1, spec=spec))  # will lapse
     clock.now += timedelta(seconds=1)
-    s.create_run(repo="o/r", issue_number=2, spec=spec)  # stays queued
+    s.create_run(NewRun(repo="o/r", issue_number=2, spec=spec))  # stays queued
     clock.now += timedelta(minutes=10)
     claimed = s.claim_run("w1", lease_s=30)
     assert claimed is not None and claimed.issue_number == 1

@@ -19,10 +19,10 @@ from bot.core.settings import Settings
 from bot.engine.types import DebateSpec, PersonaSpec, Turn, TurnKey, Usage
 from bot.inputs.repo_config import RepoConfig
 from bot.models.pricing import Price, PriceBook, load_price_book
-from bot.run import admission
-from bot.run.admission import Admitted, Budget, Limits, Quota, Used, decide, next_month
+from bot.run.admission import Budget, Limits, Quota, decide
 from bot.service.worker.budgets import caps_for, ledger_cost_line, with_ledger_cost
-from bot.store import RunStore
+from bot.store import NewRun, RunStore
+from bot.store.admission import Admitted, Tally, Used, month_start, next_month
 from bot.store.rows import RunSpend
 
 NOW = datetime(2026, 12, 15, 10, 0, tzinfo=UTC)
@@ -46,8 +46,17 @@ def spec(**kw: object) -> DebateSpec:
 # -- admission (pure) ---------------------------------------------------------------
 
 
-def test_admission_imports_only_the_stdlib_the_engine_and_the_errors() -> None:
-    tree = ast.parse((BOT / "run" / "admission.py").read_text())
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [
+        (("run", "admission.py"), {"bot.core.errors", "bot.store.admission"}),
+        (("store", "admission.py"), {"bot.core.errors"}),
+    ],
+)
+def test_admission_imports_only_the_stdlib_the_errors_and_the_stores_value_types(
+    path: tuple[str, str], allowed: set[str]
+) -> None:
+    tree = ast.parse(BOT.joinpath(*path).read_text())
     imported = {
         node.module if isinstance(node, ast.ImportFrom) else alias.name
         for node in ast.walk(tree)
@@ -55,11 +64,25 @@ def test_admission_imports_only_the_stdlib_the_engine_and_the_errors() -> None:
         for alias in node.names
     }
     ours = {m for m in imported if m and m.split(".")[0] == "bot"}
-    assert all(m == "bot.core.errors" or m.startswith("bot.engine") for m in ours), ours
+    assert ours <= allowed, ours
     import sys
 
     foreign = {m for m in imported - ours if m and m.split(".")[0] not in sys.stdlib_module_names}
     assert foreign <= {"__future__"}, foreign
+
+
+def test_limits_tally_only_the_sums_their_policy_reads() -> None:
+    quota = Quota(NOW, per_repo=3, per_user=2)
+    assert Limits().tally == Tally()
+    assert Limits(quota).tally == Tally(runs_since=NOW)
+    # Unknown prices alone need no sums; any dollar cap needs the repository's month.
+    assert Limits(budget=Budget(0.1, unpriced=("local/x",), refuse_unpriced=True)).tally == Tally()
+    assert Limits(budget=Budget(0.1, per_run_usd=1.0)).tally == Tally(repo_month=True)
+    both = Limits(quota, Budget(0.1, installation_month_usd=5.0)).tally
+    assert both == Tally(runs_since=NOW, repo_month=True, installation_month=True)
+    # As the store calls it: the same decision as the policy's.
+    limits = Limits(quota, Budget(0.2, repo_month_usd=5.0))
+    assert limits.decide(Used(1, 0, 4.5), NOW) == decide(limits, Used(1, 0, 4.5), NOW)
 
 
 def test_quotas_are_checked_first_repository_before_requester() -> None:
@@ -119,7 +142,7 @@ def test_an_unpriced_model_is_refused_only_when_the_policy_says_so() -> None:
 
 
 def test_month_arithmetic_rolls_the_year() -> None:
-    assert admission.month_start(NOW) == datetime(2026, 12, 1, tzinfo=UTC)
+    assert month_start(NOW) == datetime(2026, 12, 1, tzinfo=UTC)
     assert next_month(datetime(2026, 12, 31, 23, 59, tzinfo=UTC)) == datetime(
         2027, 1, 1, tzinfo=UTC
     )
@@ -225,7 +248,7 @@ def test_spend_cli_tables_and_json(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("DEBATE_BOT_DATABASE_URL", url)
     store = RunStore.from_url(url, clock=lambda: datetime(2026, 11, 20, tzinfo=UTC))
     store.migrate()
-    run = store.create_run(repo="octo/a", issue_number=1, spec=spec(), installation_id=3)
+    run = store.create_run(NewRun(repo="octo/a", issue_number=1, spec=spec(), installation_id=3))
     for slot, usd in (("Atlas", 0.25), ("Forge", 0.5)):
         store.save_turn(
             run.id,

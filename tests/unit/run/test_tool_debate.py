@@ -19,7 +19,7 @@ from bot.engine.protocol import next_step
 from bot.engine.types import Outcome, Turn
 from bot.models.router import ModelRouter
 from bot.run.tool_loop import ToolLoop, attach_evidence
-from bot.store import RunStore
+from bot.store import NewRun, RunStore
 from bot.store.codec import spec_to_json
 from testkit.fakes.memory_repo import MemoryReader, run_tool
 from testkit.fakes.tool_server import Call, Seen, ToolModelServer
@@ -101,7 +101,9 @@ def arbitration_spec():
 def test_an_arbitration_reads_outside_the_diff_and_cites_it(server_for, store: RunStore) -> None:
     server = server_for(GOOD)
     spec = arbitration_spec()
-    run = store.create_run(repo="octo/repo", issue_number=5, spec=spec_to_json(spec), is_pr=True)
+    run = store.create_run(
+        NewRun(repo="octo/repo", issue_number=5, spec=spec_to_json(spec), is_pr=True)
+    )
     turns: list[Turn] = []
     outcome = asyncio.run(drive(server, store, run.id, spec, turns))
     assert outcome.verdict == "DISMISSED", outcome.body
@@ -122,7 +124,9 @@ def test_an_arbitration_reads_outside_the_diff_and_cites_it(server_for, store: R
 def test_a_verdict_on_unverifiable_citations_is_escalated(server_for, store: RunStore) -> None:
     server = server_for(BAD)
     spec = arbitration_spec()
-    run = store.create_run(repo="octo/repo", issue_number=6, spec=spec_to_json(spec), is_pr=True)
+    run = store.create_run(
+        NewRun(repo="octo/repo", issue_number=6, spec=spec_to_json(spec), is_pr=True)
+    )
     outcome = asyncio.run(drive(server, store, run.id, spec, []))
     assert outcome.verdict == "ESCALATED"
     assert "without a verified citation" in outcome.body

@@ -16,7 +16,7 @@ from bot.core.settings import Settings
 from bot.engine.types import ModelRequest, Prompt, ToolBudget, TurnKey
 from bot.models.router import ModelRouter
 from bot.run.tool_loop import ToolLoop, attach_evidence
-from bot.store import RunStore
+from bot.store import NewRun, RunStore
 from bot.store.rows import StoredStep
 from testkit.fakes.memory_repo import MemoryReader, run_tool
 from testkit.fakes.model_server import Fault
@@ -312,7 +312,7 @@ def test_metrics_count_tools_and_citations(make: Any) -> None:
 def test_a_turn_killed_mid_loop_resumes_without_paying_a_step_twice(
     make: Any, store: RunStore
 ) -> None:
-    run = store.create_run(repo="octo/repo", issue_number=1, spec=_spec_json())
+    run = store.create_run(NewRun(repo="octo/repo", issue_number=1, spec=_spec_json()))
     steps = [
         [Call("search_code", {"pattern": "None"})],
         [Call("read_file", {"path": "app/views.py"})],
@@ -360,7 +360,7 @@ def test_a_turn_killed_mid_loop_resumes_without_paying_a_step_twice(
 
 
 def test_save_step_twice_is_a_no_op(store: RunStore) -> None:
-    run = store.create_run(repo="octo/repo", issue_number=2, spec=_spec_json())
+    run = store.create_run(NewRun(repo="octo/repo", issue_number=2, spec=_spec_json()))
     from bot.engine.types import Exchange, Usage
 
     step = StoredStep(0, "openai/x", Exchange("", (), ()), Usage(input_tokens=5))

@@ -10,7 +10,7 @@ from collections import Counter
 from datetime import timedelta
 
 from bot.engine.types import DebateSpec
-from bot.store import RunStore
+from bot.store import NewRun, RunStore
 from bot.store.rows import RunRow
 from testkit.harness.stores import FakeClock, race
 from testkit.harness.stores import clock as clock
@@ -30,10 +30,12 @@ def queue(store: RunStore, clock: FakeClock, installation: int | None, n: int) -
     for _ in range(n):
         clock.advance(1)
         run = store.create_run(
-            repo=f"org{installation}/repo",
-            issue_number=next(ISSUES),
-            spec=SPEC,
-            installation_id=installation,
+            NewRun(
+                repo=f"org{installation}/repo",
+                issue_number=next(ISSUES),
+                spec=SPEC,
+                installation_id=installation,
+            )
         )
         ids.append(run.id)
     return ids

@@ -7,7 +7,7 @@ import psycopg
 import pytest
 
 from bot.engine.types import DebateSpec
-from bot.store import NewDelivery, RunStore
+from bot.store import NewDelivery, NewRun, RunStore
 from bot.store.notify import WORK_CHANNEL
 
 
@@ -26,7 +26,7 @@ def test_work_handed_back_is_announced(pg_database: str) -> None:
             return sum(1 for _ in listener.notifies(timeout=0.5))
 
         spec = DebateSpec(mode="debate", title="t", subject="s")
-        run = store.create_run(repo="o/r", issue_number=1, spec=spec)
+        run = store.create_run(NewRun(repo="o/r", issue_number=1, spec=spec))
         store.record_deliveries([NewDelivery("d-1", "issue_comment", "created", 1, b"{}")])
         assert notices() >= 1  # queued work is announced (as before)
         assert store.claim_runs("w1", 30, 1) and store.claim_deliveries("w1", 30, 1)

@@ -5,14 +5,16 @@ budgets reset at the UTC month boundary (the store's clock)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.core.errors import BudgetSpent, PriceUnknown, QuotaSpent
+from bot.core.errors import AdmissionRefused, BudgetSpent, PriceUnknown, QuotaSpent
 from bot.engine.types import DebateSpec, PersonaSpec, Turn, TurnKey, Usage
 from bot.run.admission import Budget, Limits, Quota
-from bot.store import RunStore
+from bot.store import NewRun, RunStore
+from bot.store.admission import Admission, Admitted, Tally, Used
 from bot.store.rows import SpendLine
 from testkit.harness.stores import FakeClock, race
 from testkit.harness.stores import clock as clock
@@ -61,16 +63,16 @@ def turn(slot: str, rnd: int = 1, usd: float = 0.01, **usage: int) -> Turn:
     )
 
 
-def create(store: RunStore, issue: int, limits: Limits | None = None, **kw):
-    return store.create_run(
+def create(store: RunStore, issue: int, limits: Admission | None = None, **kw):
+    new = NewRun(
         repo=kw.pop("repo", REPO),
         issue_number=issue,
         spec=spec(),
         installation_id=kw.pop("installation_id", 7),
         requested_by="alice",
-        limits=limits,
         **kw,
     )
+    return store.create_run(new, limits)
 
 
 def test_each_stored_turn_is_one_ledger_row_counted_once(store: RunStore) -> None:
@@ -201,6 +203,42 @@ def test_quota_and_budget_are_one_admission(store: RunStore, clock: FakeClock) -
     create(store, 1, limits)
     with pytest.raises(QuotaSpent):
         create(store, 2, limits)
+
+
+@dataclass
+class Recorded:
+    """An admission of the store's own types alone: it records the sums it was given."""
+
+    tally: Tally
+    answer: Admitted | AdmissionRefused
+    seen: list[Used] = field(default_factory=list)
+
+    def decide(self, used: Used, now: datetime) -> Admitted | AdmissionRefused:
+        self.seen.append(used)
+        return self.answer
+
+
+def test_the_store_counts_what_the_admission_asks_and_acts_on_its_answer(
+    store: RunStore, clock: FakeClock
+) -> None:
+    create(store, 1, budget(0.25, repo_month_usd=5.0, installation_month_usd=5.0))
+    create(store, 1, budget(0.1, repo_month_usd=5.0), repo="octo/b")  # the same installation
+    nothing = Recorded(Tally(), Admitted(None, 0.0))
+    create(store, 2, nothing)
+    assert nothing.seen == [Used()]
+    asked = Recorded(
+        Tally(clock.now - timedelta(days=1), repo_month=True, installation_month=True),
+        Admitted(0.4, 0.15),
+    )
+    run = create(store, 3, asked)
+    # Issues 1 and 2 here; issue 1's hold, and octo/b's too in the installation's.
+    assert asked.seen == [Used(2, 2, 0.25, pytest.approx(0.35))]  # type: ignore[arg-type]
+    assert run.debate_spec().max_cost_usd == 0.4
+    assert store.month_spend(REPO, 7).repo_held_usd == pytest.approx(0.4)  # 0.25 + 0.15
+    refusal = QuotaSpent("user")
+    with pytest.raises(QuotaSpent) as refused:
+        create(store, 4, Recorded(Tally(), refusal))
+    assert refused.value is refusal and store.active_run(REPO, 4) is None
 
 
 def test_ten_commands_at_once_never_pass_the_budget(

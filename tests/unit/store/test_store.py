@@ -44,11 +44,13 @@ from bot.run.admission import Limits, Quota
 from bot.store import (
     CommentRecord,
     NewDelivery,
+    NewRun,
     RunStore,
     spec_from_json,
     spec_to_json,
 )
 from bot.store import engine as engine_module
+from bot.store.admission import Admission
 from bot.store.engine import create_engine, normalize_url
 from bot.store.schema import metadata, runs
 from bot.store.trigger import (
@@ -118,8 +120,14 @@ def make_turn(phase="opening", rnd=1, slot="pro", text="hello", **usage) -> Turn
     )
 
 
-def new_run(store: RunStore, issue: int = 1, repo: str = "octo/repo", **kw):
-    return store.create_run(repo=repo, issue_number=issue, spec=make_spec(), **kw)
+def new_run(
+    store: RunStore,
+    issue: int = 1,
+    repo: str = "octo/repo",
+    admission: Admission | None = None,
+    **kw,
+):
+    return store.create_run(NewRun(repo, issue, make_spec(), **kw), admission)
 
 
 def count_rows(store: RunStore, table: str) -> int:
@@ -329,7 +337,7 @@ def test_prune_deliveries_keeps_pending_and_recent(store, clock):
 def test_trigger_rows_written_before_the_typed_record_still_load(store):
     """Rows keep the JSON shape the trigger had as a plain dict: unknown keys are
     ignored, missing ones take their defaults, the queue's kind picks its type."""
-    run = store.create_run(repo="octo/repo", issue_number=8, spec=make_spec())
+    run = store.create_run(NewRun(repo="octo/repo", issue_number=8, spec=make_spec()))
     old = {
         "comment_id": 7,
         "review_comment": True,
@@ -368,14 +376,16 @@ def test_create_and_get_run(store, clock):
         queue=QueuedComments(pending=(5, 6), command=CommandFields(rounds=2, models=("m",))),
     )
     run = store.create_run(
-        repo="octo/repo",
-        issue_number=7,
-        is_pr=True,
-        spec=spec,
-        installation_id=2**40,
-        trigger=trigger,
-        requested_by="octocat",
-        run_id="11111111-2222-3333-4444-555555555555",
+        NewRun(
+            repo="octo/repo",
+            issue_number=7,
+            is_pr=True,
+            spec=spec,
+            installation_id=2**40,
+            trigger=trigger,
+            requested_by="octocat",
+            run_id="11111111-2222-3333-4444-555555555555",
+        )
     )
     assert run.state == "queued" and run.mode == "debate" and run.active
     assert run.created_at == clock.now and run.created_at.tzinfo is not None
@@ -387,22 +397,22 @@ def test_create_and_get_run(store, clock):
     assert store.get_run("nope") is None
 
     with pytest.raises(StoreError, match="already exists"):
-        store.create_run(repo="octo/other", issue_number=1, spec=spec, run_id=run.id)
+        store.create_run(NewRun(repo="octo/other", issue_number=1, spec=spec, run_id=run.id))
 
 
 def test_spec_survives_the_database(store):
     spec = make_spec(subject="emoji 🎉 and quotes \"'` and\nnewlines\x00?".replace("\x00", ""))
-    run = store.create_run(repo="o/r", issue_number=3, spec=spec)
+    run = store.create_run(NewRun(repo="o/r", issue_number=3, spec=spec))
     got = store.get_run(run.id)
     assert got is not None and got.debate_spec() == spec
     # A JSON string spec is validated and mode read from it.
-    run2 = store.create_run(repo="o/r", issue_number=4, spec=spec_to_json(spec))
+    run2 = store.create_run(NewRun(repo="o/r", issue_number=4, spec=spec_to_json(spec)))
     assert run2.mode == "debate"
     assert run2.debate_spec().seed == "seed-1"  # a given seed is kept...
-    run3 = store.create_run(repo="o/r", issue_number=6, spec=replace(spec, seed=""))
+    run3 = store.create_run(NewRun(repo="o/r", issue_number=6, spec=replace(spec, seed="")))
     assert run3.debate_spec() == replace(spec, seed=run3.id)  # ...an empty one is the run id
     with pytest.raises(CodecError):
-        store.create_run(repo="o/r", issue_number=5, spec='{"mode": "nope"}')
+        store.create_run(NewRun(repo="o/r", issue_number=5, spec='{"mode": "nope"}'))
 
 
 def test_one_active_run_per_issue(store, clock):
@@ -713,19 +723,19 @@ def test_quota_counts(store, clock):
 
 def test_create_run_counts_the_quota_as_it_queues(store, clock):
     quota = Quota(clock.now - timedelta(days=1), per_repo=3, per_user=2)
-    new_run(store, issue=1, requested_by="alice", limits=Limits(quota))
-    new_run(store, issue=2, requested_by="alice", limits=Limits(quota))
+    new_run(store, issue=1, requested_by="alice", admission=Limits(quota))
+    new_run(store, issue=2, requested_by="alice", admission=Limits(quota))
     with pytest.raises(QuotaSpent) as user:
-        new_run(store, issue=3, requested_by="alice", limits=Limits(quota))
+        new_run(store, issue=3, requested_by="alice", admission=Limits(quota))
     assert user.value.scope == "user" and "You have reached" in user.value.public
-    new_run(store, issue=3, requested_by="bob", limits=Limits(quota))
+    new_run(store, issue=3, requested_by="bob", admission=Limits(quota))
     with pytest.raises(QuotaSpent) as repo:
-        new_run(store, issue=4, requested_by="carol", limits=Limits(quota))
+        new_run(store, issue=4, requested_by="carol", admission=Limits(quota))
     assert repo.value.scope == "repo" and "This repository" in repo.value.public
     assert store.active_run("octo/repo", 4) is None  # nothing was queued
     new_run(store, issue=4, requested_by="carol")  # no quota given: none counted
     later = Quota(clock.now + timedelta(seconds=1), per_repo=3, per_user=2)
-    new_run(store, issue=1, repo="octo/other", requested_by="alice", limits=Limits(later))
+    new_run(store, issue=1, repo="octo/other", requested_by="alice", admission=Limits(later))
 
 
 def test_concurrent_creates_never_pass_the_quota(db_url, clock, store):
@@ -738,7 +748,7 @@ def test_concurrent_creates_never_pass_the_quota(db_url, clock, store):
     def attempt(n: int) -> None:
         try:
             created.append(
-                new_run(stores[n % 2], issue=n, requested_by="alice", limits=Limits(quota)).id
+                new_run(stores[n % 2], issue=n, requested_by="alice", admission=Limits(quota)).id
             )
         except QuotaSpent as exc:
             refused.append(exc.scope)

@@ -12,7 +12,7 @@ from bot.engine.types import DebateSpec
 from bot.github.gateway import GitHubGateway
 from bot.github.markers import MAX_BODY
 from bot.service.worker.publish import Publisher, Thread
-from bot.store import RunStore
+from bot.store import NewRun, RunStore
 from testkit.fakes.github_server import FakeGitHub
 from testkit.harness.service import APP_ID, INSTALLATION, REPO
 
@@ -33,7 +33,7 @@ def world(tmp_path: Path, app_keys: tuple[str, str]):
         store.migrate()
         for i, run_id in enumerate(("run1", "run2", "run3")):
             spec = DebateSpec(mode="debate", title="t", subject="s")
-            store.create_run(repo=REPO, issue_number=100 + i, spec=spec, run_id=run_id)
+            store.create_run(NewRun(repo=REPO, issue_number=100 + i, spec=spec, run_id=run_id))
         yield github, settings, store, number
         store.dispose()
 

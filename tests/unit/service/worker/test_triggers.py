@@ -29,7 +29,7 @@ from bot.service.web.webhook import rejection_status
 from bot.service.worker.context import Services
 from bot.service.worker.respond import Responder
 from bot.service.worker.routes import TriggerTable
-from bot.store import RunStore
+from bot.store import NewRun, RunStore
 from bot.store.rows import DeliveryRow, RunRow
 from bot.store.trigger import QueuedComments, QueuedPlans, Trigger
 from testkit.fakes.github_server import FakeGitHub
@@ -248,12 +248,19 @@ def test_queued_work_goes_to_its_kind_and_never_fails_the_finished_run(
     router.on_queued("arbitrate_bots", broken)
     spec = spec_for("debate")
     with_plans = store.create_run(
-        repo=REPO, issue_number=1, spec=spec, trigger=Trigger(queue=QueuedPlans(delivery="d"))
+        NewRun(
+            repo=REPO, issue_number=1, spec=spec, trigger=Trigger(queue=QueuedPlans(delivery="d"))
+        )
     )
     with_comments = store.create_run(
-        repo=REPO, issue_number=2, spec=spec, trigger=Trigger(queue=QueuedComments(pending=(3,)))
+        NewRun(
+            repo=REPO,
+            issue_number=2,
+            spec=spec,
+            trigger=Trigger(queue=QueuedComments(pending=(3,))),
+        )
     )
-    without = store.create_run(repo=REPO, issue_number=3, spec=spec)
+    without = store.create_run(NewRun(repo=REPO, issue_number=3, spec=spec))
 
     async def scenario() -> None:
         gh = await responder.svc.gateway.installation(INSTALLATION)

@@ -15,7 +15,7 @@ from bot.models.router import ModelRouter
 from bot.service.features.table import build_triggers
 from bot.service.worker.context import Services
 from bot.service.worker.pool import CLAIM_BATCH, Worker
-from bot.store import RunStore
+from bot.store import NewRun, RunStore
 from bot.store.rows import DeliveryRow, RunRow
 from testkit.harness.service import APP_ID, INSTALLATION, REPO, delivery
 
@@ -51,7 +51,9 @@ def test_runs_queued_during_a_burst_are_claimed_before_the_burst_is_through(
         store.record_delivery(f"d{i}", "issue_comment", "created", INSTALLATION, payload)
     spec = DebateSpec(mode="debate", title="t", subject="s")
     for number in (1, 2):
-        store.create_run(repo=REPO, issue_number=number, spec=spec, installation_id=INSTALLATION)
+        store.create_run(
+            NewRun(repo=REPO, issue_number=number, spec=spec, installation_id=INSTALLATION)
+        )
     settings = Settings(
         app_id=APP_ID,
         private_key=SecretStr(app_keys[0]),
