@@ -44,11 +44,16 @@ class InstallationCalls:
         session: GitHubSession,
         installation_id: int,
         bot_login: Callable[[], Awaitable[str]],
+        since: float | None = None,
     ) -> None:
         self._session = session
         self._gh = session.gh
         self._bot_login = bot_login
         self.installation_id = installation_id
+        # When the run these calls serve started (or their delivery arrived), epoch
+        # seconds: the installation's waiting writes go oldest first
+        # (bot/github/pacing.py); None: counted from when a write queues.
+        self.since = since
 
     @property
     def rate_limit_remaining(self) -> int | None:
@@ -77,6 +82,7 @@ class InstallationCalls:
             write=write,
             replay_safe=method != "POST" if replay_safe is None else replay_safe,
             ok_statuses=ok_statuses,
+            since=self.since,
         )
 
     async def _paginate(self, route: str, first: Op) -> list[dict[str, Any]]:

@@ -86,9 +86,16 @@ class GitHubGateway(GitHubSession):
     def _clients(self) -> dict[int, InstallationClient]:
         return {}
 
-    async def installation(self, installation_id: int) -> InstallationClient:
-        """A client acting as the installation; its token is fetched (or reused) now."""
+    async def installation(
+        self, installation_id: int, *, since: float | None = None
+    ) -> InstallationClient:
+        """A client acting as the installation; its token is fetched (or reused) now.
+        ``since``: when the run it serves started (or its delivery arrived), epoch
+        seconds, so its writes wait their turn oldest first (bot/github/pacing.py);
+        None: counted from when each write queues."""
         await self.token(installation_id)
+        if since is not None:  # a run's or a delivery's own: a few fields, not kept
+            return InstallationClient(self, installation_id, self.bot_login, since)
         client = self._clients.get(installation_id)
         if client is None:
             client = InstallationClient(self, installation_id, self.bot_login)

@@ -19,10 +19,9 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import datetime
-from types import TracebackType
 from typing import Protocol
 
 # Added to a non-zero interval: a write is sent a little after its slot (a busy
@@ -52,29 +51,30 @@ class SharedSlots(Protocol):
         ...
 
 
-# When the run a write belongs to started (epoch seconds), set by the run's driver.
-# Writes waiting for one installation's turn go oldest run first, so debates in
-# progress post their rounds before newer ones take the slots (issue 22's fair
-# shares); a delivery's writes (an acknowledgment, a reply) count from the
-# webhook's arrival, and a write outside both from now.
-writer_since: ContextVar[float | None] = ContextVar("writer_since", default=None)
-
-
 class _OldestFirst:
-    """A lock whose waiters enter oldest run first (``writer_since``), then in
-    arrival order: asyncio.Lock's FIFO would queue a debate's later rounds behind
-    every newer debate's first posts."""
+    """A lock whose waiters enter oldest run first (``since``: when the writer's
+    run started, epoch seconds), then in arrival order: asyncio.Lock's FIFO would
+    queue a debate's later rounds behind every newer debate's first posts (issue
+    22's fair shares). A delivery's writes count from the webhook's arrival, and
+    a writer without a time (None) from when it queues."""
 
     def __init__(self) -> None:
         self._held = False
         self._waiting: list[tuple[float, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
 
-    async def __aenter__(self) -> None:
+    @asynccontextmanager
+    async def turn(self, since: float | None) -> AsyncIterator[None]:
+        await self._acquire(since)
+        try:
+            yield
+        finally:
+            self._release()
+
+    async def _acquire(self, since: float | None) -> None:
         if not self._held and not self._waiting:
             self._held = True
             return
-        since = writer_since.get()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(
             self._waiting, (time.time() if since is None else since, next(self._seq), future)
@@ -85,14 +85,6 @@ class _OldestFirst:
             if future.done() and not future.cancelled():
                 self._release()  # handed the lock as it was cancelled: pass it on
             raise
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._release()
 
     def _release(self) -> None:
         while self._waiting:
@@ -126,10 +118,11 @@ class WritePacer:
         self._lock = _OldestFirst()
         self._next_at: float | None = None
 
-    async def wait_turn(self) -> float:
-        """Wait until the next write may start; returns the seconds waited."""
+    async def wait_turn(self, since: float | None = None) -> float:
+        """Wait until the next write may start; returns the seconds waited. Among
+        the writes waiting, those of the oldest run (``since``) go first."""
         if self._reserve is not None:
-            async with self._lock:  # one reservation at a time from this process
+            async with self._lock.turn(since):  # one reservation at a time from this process
                 waited = 0.0
                 for _ in range(1 + LATE_RESERVATIONS):
                     delay = await self._reserve()
@@ -150,7 +143,7 @@ class WritePacer:
                 return waited
         if self.interval_s == 0:
             return 0.0
-        async with self._lock:
+        async with self._lock.turn(since):
             now = self._clock()
             delay = 0.0 if self._next_at is None else max(0.0, self._next_at - now)
             if delay > 0:

@@ -197,6 +197,7 @@ class _Call:
     replay_safe: bool
     accepted: frozenset[int]  # error statuses the caller handles itself
     state: InstallationState | None
+    since: float | None  # the writer's age: older runs' writes go first
     refreshed: bool = False  # the installation token was fetched anew after a 401
 
 
@@ -333,16 +334,27 @@ class GitHubSession:
         write: bool,
         replay_safe: bool,
         ok_statuses: Iterable[int] = (),
+        since: float | None = None,
     ) -> Response[Any]:
         """Run ``op`` with auth headers, pacing, bounded retries and accounting.
 
         ``installation_id`` None: ``op`` authenticates itself (as the app).
         ``ok_statuses`` are error statuses the caller handles itself (e.g. 404 on a
         file lookup): they come back as a response instead of a GitHubError.
+        ``since``: when the writer's run started (or its delivery arrived), for a
+        write's place among the installation's waiting writes (bot/github/pacing.py).
         """
         state = self._throttle.state(installation_id) if installation_id is not None else None
         call = _Call(
-            method, route, op, installation_id, write, replay_safe, frozenset(ok_statuses), state
+            method,
+            route,
+            op,
+            installation_id,
+            write,
+            replay_safe,
+            frozenset(ok_statuses),
+            state,
+            since,
         )
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._max_attempts),
@@ -386,7 +398,7 @@ class GitHubSession:
             token = await self._tokens.get(call.installation_id)
             headers["Authorization"] = f"token {token}"
         if call.write and call.state is not None:
-            await call.state.pacer.wait_turn()
+            await call.state.pacer.wait_turn(call.since)
         return headers, token
 
     async def _refused(

@@ -22,6 +22,7 @@ from bot.models.base import (
     call_id,
     history_as_text,
 )
+from bot.models.fair import CallInfo
 from bot.models.http import HttpProvider, count
 from bot.models.retry import RetryPolicy
 
@@ -84,12 +85,19 @@ class AnthropicProvider(HttpProvider):
             name=name,
         )
 
-    async def generate(self, model: str, prompt: Prompt, max_output_tokens: int) -> Completion:
+    async def generate(
+        self,
+        model: str,
+        prompt: Prompt,
+        max_output_tokens: int,
+        *,
+        call_info: CallInfo | None = None,
+    ) -> Completion:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if self._api_key:
             headers["x-api-key"] = self._api_key
         body = request_body(model, prompt, max_output_tokens)
-        data, latency_ms, label = await self._post(model, body, headers)
+        data, latency_ms, label = await self._post(model, body, headers, call_info)
         text = self._text(data, label)
         return Completion(
             text=text,
@@ -139,26 +147,39 @@ class AnthropicProvider(HttpProvider):
     # -- tool calling --------------------------------------------------------
 
     async def step(
-        self, model: str, conversation: Conversation, max_output_tokens: int
+        self,
+        model: str,
+        conversation: Conversation,
+        max_output_tokens: int,
+        *,
+        call_info: CallInfo | None = None,
     ) -> ToolStep:
         """One step of a tool loop in Messages form: ``tools``, ``tool_use`` blocks
         answered by ``tool_result`` blocks in the very next user message."""
-        return await self._step(model, conversation, max_output_tokens, as_text=False)
+        return await self._step(model, conversation, max_output_tokens, call_info, as_text=False)
 
     async def _step(
-        self, model: str, conversation: Conversation, max_output_tokens: int, *, as_text: bool
+        self,
+        model: str,
+        conversation: Conversation,
+        max_output_tokens: int,
+        call_info: CallInfo | None,
+        *,
+        as_text: bool,
     ) -> ToolStep:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if self._api_key:
             headers["x-api-key"] = self._api_key
         body = tool_request_body(model, conversation, max_output_tokens, as_text=as_text)
-        data, latency_ms, label = await self._post_step(model, body, headers)
+        data, latency_ms, label = await self._post_step(model, body, headers, call_info)
         text, calls = _tool_answer(data, label, len(conversation.history))
         usage = self._usage(data, model, conversation.as_prompt(), text, latency_ms)
         truncated = data.get("stop_reason") == "max_tokens"
         if conversation.final and calls and not as_text:
             # A proxy that ignored tool_choice "none": again, the steps as text, no tools.
-            again = await self._step(model, conversation, max_output_tokens, as_text=True)
+            again = await self._step(
+                model, conversation, max_output_tokens, call_info, as_text=True
+            )
             return replace(again, usage=add_usage(usage, again.usage))
         if conversation.final:
             calls = ()

@@ -11,6 +11,7 @@ from typing import Protocol, cast, get_args
 from bot.core.errors import ModelError
 from bot.engine.prompts import fence
 from bot.engine.types import DropClass, Exchange, Prompt, ToolCall, ToolName, ToolResult, Usage
+from bot.models.fair import CallInfo
 
 __all__ = ["Exchange", "ToolCall", "ToolResult"]  # tool-loop records, defined in the engine
 
@@ -33,8 +34,17 @@ class Completion:
 
 
 class Provider(Protocol):
-    async def generate(self, model: str, prompt: Prompt, max_output_tokens: int) -> Completion:
+    async def generate(
+        self,
+        model: str,
+        prompt: Prompt,
+        max_output_tokens: int,
+        *,
+        call_info: CallInfo | None = None,
+    ) -> Completion:
         """Answer ``prompt`` with ``model`` (the name without the provider prefix).
+        ``call_info`` (whose call, its size) is for the endpoint's gate; None: a
+        call of nobody's, without an estimate (a probe).
 
         Raises ``ModelError`` whose ``drop_class`` is one of ``DROP_CLASSES``.
         """
@@ -90,12 +100,24 @@ class ToolStep:
 
 
 class ToolProvider(Protocol):
-    async def generate(self, model: str, prompt: Prompt, max_output_tokens: int) -> Completion:
+    async def generate(
+        self,
+        model: str,
+        prompt: Prompt,
+        max_output_tokens: int,
+        *,
+        call_info: CallInfo | None = None,
+    ) -> Completion:
         """As ``Provider.generate``: the answer from the prompt alone."""
         ...
 
     async def step(
-        self, model: str, conversation: Conversation, max_output_tokens: int
+        self,
+        model: str,
+        conversation: Conversation,
+        max_output_tokens: int,
+        *,
+        call_info: CallInfo | None = None,
     ) -> ToolStep:
         """One step of a tool loop. Raises ``ToolsUnsupported`` when the server refuses
         tools, ``ModelError`` otherwise. A ``final`` step never returns calls."""

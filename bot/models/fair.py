@@ -20,9 +20,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -41,28 +38,17 @@ class Share:
 
 @dataclass(frozen=True)
 class CallInfo:
-    """What the router knows of the call being made, for the endpoint's gate."""
+    """What the caller knows of a call, for the endpoint's gate: passed down with
+    the call (router or tool loop → provider → ``post_json`` → ``EndpointGate.enter``)."""
 
     share: Share
     input_tokens: int  # estimated
     max_output_tokens: int
 
-
-# Set by the router around a provider's ``generate``: the providers' signatures
-# stay about models and prompts, and the gate (bot/models/gate.py) reads it.
-current_call: ContextVar[CallInfo | None] = ContextVar("current_call", default=None)
-
-
-@contextmanager
-def calling(share: Share | None, input_tokens: int, max_output_tokens: int) -> Iterator[None]:
-    """Say whose the calls made inside are (``current_call``), for the gate; a call
-    outside a run (no ``share``) counts as one that started now."""
-    info = CallInfo(share or Share(since=time.time()), input_tokens, max_output_tokens)
-    token = current_call.set(info)
-    try:
-        yield
-    finally:
-        current_call.reset(token)
+    @classmethod
+    def of(cls, share: Share | None, input_tokens: int, max_output_tokens: int) -> CallInfo:
+        """A call outside a run (no ``share``) counts as one that started now."""
+        return cls(share or Share(since=time.time()), input_tokens, max_output_tokens)
 
 
 @dataclass(order=True)

@@ -30,7 +30,7 @@ from typing import Protocol
 
 from bot.core.aio import store_call
 from bot.core.logs import get_logger
-from bot.models.fair import CallInfo, FairQueue, Share, current_call
+from bot.models.fair import CallInfo, FairQueue, Share
 from bot.models.limits import Aimd, Bucket, RateHeaders, read_rate_headers
 
 log = get_logger(__name__)
@@ -180,12 +180,12 @@ class EndpointGate:
             0.0,
         )
 
-    async def enter(self, place: int | None = None) -> Ticket:
-        """Wait for this call's fair turn; ``place`` is a turn it held before (a
-        call sent back by a 429 keeps it)."""
-        info = current_call.get()
-        share = info.share if info is not None else Share()
-        tokens = self.estimate(info)
+    async def enter(self, call_info: CallInfo | None = None, place: int | None = None) -> Ticket:
+        """Wait for this call's fair turn; ``call_info`` says whose call it is and
+        its size (None: nobody's, no estimate); ``place`` is a turn it held before
+        (a call sent back by a 429 keeps it)."""
+        share = call_info.share if call_info is not None else Share()
+        tokens = self.estimate(call_info)
         self._maybe_sync()
         now = self._clock()
         if not self._queue and self.in_flight < self.window.slots and self._wait(tokens, now) <= 0:

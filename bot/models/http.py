@@ -10,8 +10,9 @@ import httpx
 
 from bot.core.errors import ModelError, ToolsUnsupported
 from bot.models.base import names_tools
+from bot.models.fair import CallInfo
 from bot.models.gate import EndpointGate
-from bot.models.retry import RetryPolicy, post_json
+from bot.models.retry import Gated, RetryPolicy, post_json
 
 
 def count(value: object) -> int:
@@ -42,9 +43,14 @@ class HttpProvider:
         self.gate = EndpointGate(name, ceiling=max_concurrency)
 
     async def _post(
-        self, model: str, body: dict[str, Any], headers: dict[str, str]
+        self,
+        model: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        call_info: CallInfo | None,
     ) -> tuple[dict[str, Any], int, str]:
-        """(response JSON, latency in ms, label for errors and logs)."""
+        """(response JSON, latency in ms, label for errors and logs); ``call_info``
+        is what the gate is told of the call."""
         label = f"{self._name}/{model}"
         started = time.monotonic()
         data = await post_json(
@@ -53,19 +59,23 @@ class HttpProvider:
             headers={"content-type": "application/json", **headers},
             body=body,
             policy=self._policy,
-            gate=self.gate,
+            gated=Gated(self.gate, call_info),
             label=label,
             secrets=(self._api_key,) if self._api_key else (),
         )
         return data, int((time.monotonic() - started) * 1000), label
 
     async def _post_step(
-        self, model: str, body: dict[str, Any], headers: dict[str, str]
+        self,
+        model: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        call_info: CallInfo | None,
     ) -> tuple[dict[str, Any], int, str]:
         """``_post`` for a tool-loop step: a refusal that blames the tools is
         ``ToolsUnsupported``, so the loop answers from the prompt alone."""
         try:
-            return await self._post(model, body, headers)
+            return await self._post(model, body, headers, call_info)
         except ModelError as exc:
             if "tools" in body and names_tools(exc):
                 raise ToolsUnsupported(str(exc)) from exc

@@ -21,6 +21,7 @@ from bot.models.base import (
     call_id,
     history_as_text,
 )
+from bot.models.fair import CallInfo
 from bot.models.http import HttpProvider, count
 from bot.models.retry import RetryPolicy
 
@@ -85,7 +86,14 @@ class OpenAIProvider(HttpProvider):
         # compatible servers ignore it): their loops end by dropping the tools.
         self._ignores_tool_choice: set[str] = set()
 
-    async def generate(self, model: str, prompt: Prompt, max_output_tokens: int) -> Completion:
+    async def generate(
+        self,
+        model: str,
+        prompt: Prompt,
+        max_output_tokens: int,
+        *,
+        call_info: CallInfo | None = None,
+    ) -> Completion:
         messages: list[dict[str, str]] = []
         if prompt.system:
             messages.append({"role": "system", "content": prompt.system})
@@ -97,7 +105,7 @@ class OpenAIProvider(HttpProvider):
             self._max_tokens_field: output_token_limit(model, max_output_tokens),
         }
         headers = {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        data, latency_ms, label = await self._post(model, body, headers)
+        data, latency_ms, label = await self._post(model, body, headers, call_info)
         text, truncated = self._text(data, label)
         return Completion(
             text=text,
@@ -149,7 +157,12 @@ class OpenAIProvider(HttpProvider):
     # -- tool calling --------------------------------------------------------
 
     async def step(
-        self, model: str, conversation: Conversation, max_output_tokens: int
+        self,
+        model: str,
+        conversation: Conversation,
+        max_output_tokens: int,
+        *,
+        call_info: CallInfo | None = None,
     ) -> ToolStep:
         """One step of a tool loop in chat-completions form: ``tools`` with
         ``tool_calls`` answered by ``role: tool`` messages, several calls of one
@@ -157,13 +170,13 @@ class OpenAIProvider(HttpProvider):
         as_text = conversation.final and model in self._ignores_tool_choice
         body = self._tool_body(model, conversation, max_output_tokens, as_text=as_text)
         headers = {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        data, latency_ms, label = await self._post_step(model, body, headers)
+        data, latency_ms, label = await self._post_step(model, body, headers, call_info)
         text, calls, truncated = _tool_answer(data, label, len(conversation.history))
         usage = self._usage(data, model, conversation.as_prompt(), text, latency_ms)
         if conversation.final and calls and not as_text:
             # tool_choice "none" ignored: ask again without tools, the steps as text.
             self._ignores_tool_choice.add(model)
-            again = await self.step(model, conversation, max_output_tokens)
+            again = await self.step(model, conversation, max_output_tokens, call_info=call_info)
             return replace(again, usage=add_usage(usage, again.usage))
         if conversation.final:
             calls = ()

@@ -8,10 +8,10 @@ seat): the same case, model and seat always answer the same way, and two seats
 
 The expected answers never enter a prompt. The eval registers each case in an
 ``AnswerBook`` keyed by the SHA-256 of the prompt's shared prefix (the fenced
-case material every request about that case starts with) and makes the book
-current for its tasks through a context variable; the oracle looks its prompt
-up there. Outside an eval there is no book, and an oracle call fails as
-``unusable_output``.
+case material every request about that case starts with), and builds its
+router with that book (``ModelRouter(answer_book=…)``, handed to the scripted
+provider); the oracle looks its prompt up there. Outside an eval there is no
+book, and an oracle call fails as ``unusable_output``.
 
 Replies follow the formats the engine and the eval parse: a ``VERDICT:`` or
 ``ANSWER:`` line for a single answer, persona turns whose closing stance on
@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
 
@@ -71,19 +68,6 @@ class AnswerBook:
 
     def find(self, prefix: str) -> Labelled | None:
         return self._cases.get(self.key(prefix))
-
-
-_BOOK: ContextVar[AnswerBook | None] = ContextVar("oracle_answer_book", default=None)
-
-
-@contextmanager
-def answer_book(book: AnswerBook) -> Iterator[AnswerBook]:
-    """Make ``book`` the oracle's for this task and the tasks it starts."""
-    token = _BOOK.set(book)
-    try:
-        yield book
-    finally:
-        _BOOK.reset(token)
 
 
 def draw(case_id: str, model_ref: str, seat: str) -> float:
@@ -169,11 +153,10 @@ def reply(case: Labelled, model_ref: str, p: float, prompt_text: str) -> str | N
     return None
 
 
-def oracle_completion(model: str, prompt: Prompt) -> Completion | None:
-    """The oracle's answer for ``oracle:<p>``, or None for a task it leaves to the
-    rehearsal script (the scripted provider answers those)."""
+def oracle_completion(model: str, prompt: Prompt, book: AnswerBook | None) -> Completion | None:
+    """The oracle's answer for ``oracle:<p>`` from the eval's ``book``, or None for
+    a task it leaves to the rehearsal script (the scripted provider answers those)."""
     p = probability(model)
-    book = _BOOK.get()
     case = book.find(prompt.prefix) if book is not None else None
     if case is None:
         raise ModelError(

@@ -49,6 +49,7 @@ from bot.core.errors import ModelError, TransientModelError
 from bot.core.logs import get_logger
 from bot.core.redact import redact_known as redact
 from bot.core.settings import Settings
+from bot.models.fair import CallInfo
 from bot.models.gate import OVERLOAD_STATUSES, EndpointGate
 
 log = get_logger(__name__)
@@ -193,8 +194,17 @@ async def _send(
         raise ModelError(f"{label}: the endpoint URL is invalid", drop_class="unavailable") from exc
 
 
+@dataclass(frozen=True)
+class Gated:
+    """A call's way to its endpoint: the endpoint's gate, and whose call it is and
+    its size for the gate's fair turns and token budget (None: nobody's)."""
+
+    gate: EndpointGate
+    call_info: CallInfo | None = None
+
+
 async def _through_gate(
-    gate: EndpointGate,
+    gated: Gated,
     send: Callable[[], Awaitable[httpx.Response]],
     policy: RetryPolicy,
     label: str,
@@ -202,6 +212,7 @@ async def _through_gate(
     """Send when the gate lets the call through; a 429 is waited out (the gate
     holds the endpoint), up to ``rate_limit_wait_s`` in all. The gate is held per
     HTTP attempt, not across waits."""
+    gate = gated.gate
     waited = 0.0
     place: int | None = None
     while True:
@@ -214,7 +225,7 @@ async def _through_gate(
                 f"{policy.rate_limit_wait_s:g}s cap",
                 drop_class="rate_limited",
             )
-        ticket = await gate.enter(place)
+        ticket = await gate.enter(gated.call_info, place)
         try:
             response = await send()
         except BaseException:
@@ -258,7 +269,7 @@ async def post_json(
     headers: Mapping[str, str],
     body: Mapping[str, Any],
     policy: RetryPolicy,
-    gate: EndpointGate,
+    gated: Gated,
     label: str,
     secrets: tuple[str, ...] = (),
 ) -> dict[str, Any]:
@@ -270,13 +281,13 @@ async def post_json(
 
     async def attempt() -> dict[str, Any]:
         response = await _through_gate(
-            gate, lambda: _send(client, url, headers, body, policy, label), policy, label
+            gated, lambda: _send(client, url, headers, body, policy, label), policy, label
         )
         _check_answer(response, policy, label, secrets)
         data = _json_object(response, label)
         output = _output_tokens(data)
         if output is not None:
-            gate.learn_output(output)
+            gated.gate.learn_output(output)
         return data
 
     def before_sleep(state: RetryCallState) -> None:

@@ -29,10 +29,11 @@ from bot.models.agents.gateway import Upstream
 from bot.models.agents.host import AgentHost
 from bot.models.anthropic import AnthropicProvider
 from bot.models.base import Provider, Route, ToolProvider, drop_class_of, prompt_tokens
-from bot.models.fair import Share, calling
+from bot.models.fair import CallInfo, Share
 from bot.models.gate import EndpointGate, SharedLimits
 from bot.models.http import HttpProvider
 from bot.models.openai import OpenAIProvider
+from bot.models.oracle import AnswerBook
 from bot.models.pricing import load_price_book
 from bot.models.retry import RetryPolicy
 from bot.models.scripted import ReplyScript, ScriptedProvider
@@ -52,7 +53,10 @@ class ModelRouter:
         transport: httpx.AsyncBaseTransport | None = None,
         scripted_responder: ReplyScript | None = None,
         shared_limits: SharedLimits | None = None,
+        answer_book: AnswerBook | None = None,
     ) -> None:
+        """``answer_book``: the eval's labelled cases, for ``scripted/oracle:<p>``
+        (bot/models/oracle.py); without one the oracle answers nothing."""
         _check_settings(settings)
         policy = RetryPolicy.from_settings(settings)
         # Every call is priced here, by the deployment's book, whatever the provider.
@@ -72,7 +76,9 @@ class ModelRouter:
         self._client = LeanAsyncClient(
             transport=transport or AiohttpTransport(), timeout=policy.timeout_s
         )
-        self._providers: dict[str, Provider] = {"scripted": ScriptedProvider(scripted_responder)}
+        self._providers: dict[str, Provider] = {
+            "scripted": ScriptedProvider(scripted_responder, answer_book=answer_book)
+        }
         self._available = frozenset(
             {"scripted"}
             | self._builtin_providers(settings, policy, limits)
@@ -243,9 +249,9 @@ class ModelRouter:
 
     def route(self, ref: str) -> Route | None:
         """``ref``'s provider, model, slot and pricing for the tool loop
-        (bot/run/tool_loop.py), which makes its own calls (inside ``calling``, as
-        ``complete`` does, so its steps wait their fair turn at the same gate);
-        None when ``complete`` would skip ``ref`` too."""
+        (bot/run/tool_loop.py), which makes its own calls (each with its
+        ``CallInfo``, as ``complete`` does, so its steps wait their fair turn at
+        the same gate); None when ``complete`` would skip ``ref`` too."""
         try:
             provider_name, model = self.resolve(ref)
         except ConfigError:
@@ -268,14 +274,11 @@ class ModelRouter:
 
         ``share`` says whose call it is (installation, run), for the fair turns
         waiting calls get at a busy endpoint (bot/models/fair.py)."""
-        with calling(share, prompt_tokens(request.prompt), request.max_output_tokens):
-            return await self._complete(request)
-
-    async def _complete(self, request: ModelRequest) -> Turn:
+        call_info = CallInfo.of(share, prompt_tokens(request.prompt), request.max_output_tokens)
         started = time.monotonic()
         last_class: DropClass = "unavailable"
         for ref in request.models:
-            answered = await self._try(ref, request)
+            answered = await self._try(ref, request, call_info)
             if isinstance(answered, Turn):
                 return answered
             last_class = answered
@@ -288,7 +291,7 @@ class ModelRouter:
             drop_class=last_class,
         )
 
-    async def _try(self, ref: str, request: ModelRequest) -> Turn | DropClass:
+    async def _try(self, ref: str, request: ModelRequest, call_info: CallInfo) -> Turn | DropClass:
         """One model of the request's list: its turn, or why it could not answer
         (a bad fallback must not sink the persona while another may work)."""
         try:
@@ -302,7 +305,7 @@ class ModelRouter:
         try:
             async with self._model_slot(f"{provider_name}/{model}"):
                 completion = await self._providers[provider_name].generate(
-                    model, request.prompt, request.max_output_tokens
+                    model, request.prompt, request.max_output_tokens, call_info=call_info
                 )
         except ModelError as exc:
             drop = drop_class_of(exc.drop_class)

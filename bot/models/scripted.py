@@ -12,7 +12,8 @@ before it answers, deterministically: it lists the repository root, reads the
 first 20 lines of the first file listed, then answers with its reply and an
 ``EVIDENCE:`` line citing that file's first non-blank line, quoted. Any other
 scripted model never calls a tool (a model that ignores the tools it is offered).
-``scripted/oracle:<p>`` is the eval's test model (bot/models/oracle.py).
+``scripted/oracle:<p>`` is the eval's test model (bot/models/oracle.py): it answers
+from the ``AnswerBook`` the provider was built with.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from bot.models.base import (
     approx_tokens,
     call_id,
 )
+from bot.models.fair import CallInfo
 from bot.models.oracle import PREFIX as ORACLE_PREFIX
-from bot.models.oracle import oracle_completion
+from bot.models.oracle import AnswerBook, oracle_completion
 
 ReplyScript = Callable[[str], str]  # prompt text -> reply text
 
@@ -53,16 +55,26 @@ def rehearsal_responder() -> ReplyScript:
 
 
 class ScriptedProvider:
-    def __init__(self, responder: ReplyScript | None = None) -> None:
+    def __init__(
+        self, responder: ReplyScript | None = None, *, answer_book: AnswerBook | None = None
+    ) -> None:
         self._responder = responder
+        self._answer_book = answer_book  # the eval's, for the oracle
 
-    async def generate(self, model: str, prompt: Prompt, max_output_tokens: int) -> Completion:
+    async def generate(
+        self,
+        model: str,
+        prompt: Prompt,
+        max_output_tokens: int,
+        *,
+        call_info: CallInfo | None = None,
+    ) -> Completion:
         if model.startswith(FAIL_PREFIX):
             drop_class = model[len(FAIL_PREFIX) :]
             if drop_class in DROP_CLASSES:
                 raise ModelError(f"scripted/{model}: scripted failure", drop_class=drop_class)
         if model.startswith(ORACLE_PREFIX):
-            answered = oracle_completion(model, prompt)
+            answered = oracle_completion(model, prompt, self._answer_book)
             if answered is not None:
                 return answered
         if self._responder is None:
@@ -83,7 +95,12 @@ class ScriptedProvider:
         )
 
     async def step(
-        self, model: str, conversation: Conversation, max_output_tokens: int
+        self,
+        model: str,
+        conversation: Conversation,
+        max_output_tokens: int,
+        *,
+        call_info: CallInfo | None = None,
     ) -> ToolStep:
         history = conversation.history
         reading = model.startswith(READER_PREFIX) and conversation.tools and not conversation.final

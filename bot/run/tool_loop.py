@@ -60,7 +60,7 @@ from bot.models.base import (
     prompt_tokens,
     trim_history,
 )
-from bot.models.fair import Share, calling
+from bot.models.fair import CallInfo, Share
 from bot.store.rows import StoredStep
 
 log = get_logger(__name__)
@@ -280,13 +280,13 @@ class ToolLoop:
             final=final,
             note=" ".join([*notes, BUDGET_NOTE] if final else notes),
         )
-        with calling(
+        call_info = CallInfo.of(
             self.share, prompt_tokens(conversation.as_prompt()), request.max_output_tokens
-        ):
-            async with route.slot():
-                return await route.provider.step(
-                    route.model, conversation, request.max_output_tokens
-                )
+        )
+        async with route.slot():
+            return await route.provider.step(
+                route.model, conversation, request.max_output_tokens, call_info=call_info
+            )
 
     async def _static(
         self, request: ModelRequest, route: Route, state: _State, n: int, why: str
@@ -296,9 +296,11 @@ class ToolLoop:
         prompt = request.prompt
         if state.history:
             prompt = Conversation(prompt, tuple(state.history), note=BUDGET_NOTE).as_prompt()
-        with calling(self.share, prompt_tokens(prompt), request.max_output_tokens):
-            async with route.slot():
-                done = await route.provider.generate(route.model, prompt, request.max_output_tokens)
+        call_info = CallInfo.of(self.share, prompt_tokens(prompt), request.max_output_tokens)
+        async with route.slot():
+            done = await route.provider.generate(
+                route.model, prompt, request.max_output_tokens, call_info=call_info
+            )
         done = replace(done, usage=route.charge(done.usage))
         state.usage = add_usage(state.usage, done.usage)
         if self.metrics is not None:

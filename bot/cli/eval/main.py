@@ -64,16 +64,15 @@ async def _run(
     settings: Settings,
     console: Console,
 ) -> RunResult:
-    async with ModelRouter(settings) as router:
+    book = AnswerBook()  # filled by plan_jobs; the oracle reads it through the router
+    async with ModelRouter(settings, answer_book=book) as router:
         check_models(configs, router)
-        book = AnswerBook()
         jobs = plan_jobs(cases, configs, settings=settings, router=router, book=book)
         with Cache(out / "cache.sqlite") as cache:
             return await run_jobs(
                 jobs,
                 router=router,
                 cache=cache,
-                book=book,
                 concurrency=concurrency,
                 budget_usd=budget_usd,
                 console=console,

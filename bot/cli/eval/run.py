@@ -33,7 +33,7 @@ from bot.core.errors import ConfigError, ModelError
 from bot.core.settings import Settings
 from bot.engine.prompts import shared_prefix
 from bot.models.oracle import PREFIX as ORACLE_PREFIX
-from bot.models.oracle import AnswerBook, answer_book, probability
+from bot.models.oracle import AnswerBook, probability
 from bot.models.router import ModelRouter
 
 
@@ -97,7 +97,6 @@ async def run_jobs(
     *,
     router: ModelRouter,
     cache: Cache,
-    book: AnswerBook,
     concurrency: int,
     budget_usd: float | None,
     console: Console,
@@ -136,7 +135,7 @@ async def run_jobs(
             done[job.key] = result
             progress.update(task, advance=1, spent=f"${spend.spent_usd:.4f}")
 
-    with progress, answer_book(book):
+    with progress:
         task = progress.add_task("eval", total=len(jobs), completed=out.reused, spent="$0")
         async with anyio.create_task_group() as tg:
             for job in todo:

@@ -36,7 +36,7 @@ from bot.core.logs import get_logger
 from bot.engine.types import Usage
 from bot.models.agents.wire import Call, classify, request_hash, usage_of
 from bot.models.base import add_usage
-from bot.models.fair import Share, calling
+from bot.models.fair import CallInfo, Share
 from bot.models.gate import EndpointGate
 
 log = get_logger(__name__)
@@ -285,30 +285,30 @@ class Gateway:
         relay = _Relay(request)
         chunks: list[bytes] = []
         status = 502
-        with calling(self.share, len(payload) // 4, 4096):
-            ticket = await gate.enter() if gate is not None else None
-            upstream_headers: httpx.Headers | None = None
-            try:
-                async with self.client.stream(
-                    "POST", url, content=payload, headers=headers, timeout=600
-                ) as answer:
-                    status, upstream_headers = answer.status_code, answer.headers
-                    await relay.start(status, answer.headers.get("content-type"))
-                    # Relayed as it comes, but for the last chunk: the CLI sees the
-                    # answer's end only once it is stored (a crash between the two
-                    # would otherwise pay for it again). A CLI gone mid-answer (its
-                    # turn killed) stops the relay, not the reading: it is paid for.
-                    async for chunk in answer.aiter_raw():
-                        self.last_activity = time.monotonic()
-                        if chunks:
-                            await relay.write(chunks[-1])
-                        chunks.append(chunk)
-            except httpx.HTTPError as exc:
-                log.warning("agent.upstream_failed", error=type(exc).__name__, model=priced)
-                status = 502 if not chunks else status
-            finally:
-                if ticket is not None and gate is not None:
-                    gate.leave(ticket, status, upstream_headers)
+        call_info = CallInfo.of(self.share, len(payload) // 4, 4096)
+        ticket = await gate.enter(call_info) if gate is not None else None
+        upstream_headers: httpx.Headers | None = None
+        try:
+            async with self.client.stream(
+                "POST", url, content=payload, headers=headers, timeout=600
+            ) as answer:
+                status, upstream_headers = answer.status_code, answer.headers
+                await relay.start(status, answer.headers.get("content-type"))
+                # Relayed as it comes, but for the last chunk: the CLI sees the
+                # answer's end only once it is stored (a crash between the two
+                # would otherwise pay for it again). A CLI gone mid-answer (its
+                # turn killed) stops the relay, not the reading: it is paid for.
+                async for chunk in answer.aiter_raw():
+                    self.last_activity = time.monotonic()
+                    if chunks:
+                        await relay.write(chunks[-1])
+                    chunks.append(chunk)
+        except httpx.HTTPError as exc:
+            log.warning("agent.upstream_failed", error=type(exc).__name__, model=priced)
+            status = 502 if not chunks else status
+        finally:
+            if ticket is not None and gate is not None:
+                gate.leave(ticket, status, upstream_headers)
         elapsed = time.monotonic() - started
         data = b"".join(chunks)
         if counted:

@@ -16,7 +16,6 @@ from bot.core.logs import get_logger
 from bot.engine.render import render_rounds
 from bot.engine.types import PERSONA_PHASES, Batch, DebateSpec, ModelRequest, Outcome, Turn
 from bot.github.gateway import InstallationClient
-from bot.github.pacing import writer_since
 from bot.models.fair import Share
 from bot.models.router import ModelRouter
 from bot.run.execute import Completer, execute
@@ -97,9 +96,6 @@ class RunDriver:
     _saved: set[str] = field(default_factory=set, init=False)  # keys stored by this driver
 
     async def drive(self) -> Outcome:
-        # This run's posts wait for an installation's write turn by its age (the
-        # finisher's too: same task), as its model calls do (bot/models/fair.py).
-        writer_since.set(self.run.created_at.timestamp())
         turns = await self.db.load_turns(self.run.id)
         if self.spec.tools:  # the turns table does not carry what the tool loop found
             evidence = await self.db.load_evidence(self.run.id)

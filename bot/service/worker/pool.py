@@ -19,7 +19,6 @@ from bot.core.errors import BotError, RateLimited, TargetGone, Transient
 from bot.core.logs import get_logger
 from bot.engine.types import DebateSpec, Outcome, Turn
 from bot.github.gateway import InstallationClient
-from bot.github.pacing import writer_since
 from bot.run.completers import Wiring, needs_reader, run_models
 from bot.run.execute import Completer
 from bot.service.worker.context import Services
@@ -273,11 +272,8 @@ class Worker:
         with bound_contextvars(
             delivery=row.delivery_id, gh_event=row.event, installation=row.installation_id
         ):
-            # Its writes (eyes, a reply) wait their installation's turn by when the
-            # webhook arrived: counted from "now", an intake slot would wait behind
-            # every write of the runs started since, and one installation's busy
-            # runs would hold the slots other installations' deliveries need.
-            writer_since.set(row.received_at.timestamp())
+            # Its writes wait their turn by the webhook's arrival: the client the
+            # table builds for it says so (bot/service/worker/routes.py).
             await self._process_delivery(row)
 
     async def _process_delivery(self, row: DeliveryRow) -> None:
@@ -323,7 +319,11 @@ class Worker:
             return
         try:
             spec = run.debate_spec()
-            gh = await svc.gateway.installation(run.installation_id)
+            # The run's posts (the finisher's too) wait for the installation's write
+            # turn by the run's age, as its model calls do (bot/models/fair.py).
+            gh = await svc.gateway.installation(
+                run.installation_id, since=run.created_at.timestamp()
+            )
         except BotError as exc:
             if is_transient(exc):  # GitHub or the store is down: try again later
                 log.warning("run.deferred", error=exc.code, detail=str(exc))

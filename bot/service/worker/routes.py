@@ -241,7 +241,12 @@ def _with_client(handler: EventHandler) -> Handle:
 
     async def handle(r: Responder, event: Any, row: DeliveryRow) -> str | None:
         assert row.installation_id is not None  # TriggerTable.handle ignores deliveries without
-        gh = await r.svc.gateway.installation(row.installation_id)
+        # Its writes (eyes, a reply) wait their installation's turn by when the
+        # webhook arrived: counted from "now", an intake slot would wait behind
+        # every write of the runs started since, and one installation's busy runs
+        # would hold the slots other installations' deliveries need.
+        since = row.received_at.timestamp()
+        gh = await r.svc.gateway.installation(row.installation_id, since=since)
         return await handler(r, gh, event, row)
 
     return handle

@@ -356,6 +356,45 @@ async def test_writes_are_paced_per_installation_reads_are_not(fake, app_key, ft
     assert ftime.sleeps == [pytest.approx(1.5 + JITTER_MARGIN_S)] * 2
 
 
+async def test_a_clients_writes_wait_their_turn_by_its_age(fake, app_key):
+    """The age a client was made with (its run's start, its delivery's arrival)
+    orders the installation's waiting writes: an older run's pass a newer run's,
+    and the shared client's (no age) count from when they queued."""
+    fake.add_issue(REPO, title="t")
+    now = [1000.0]
+
+    async def sleep(seconds: float) -> None:
+        await asyncio.sleep(0.05)  # long beside a loopback call: arrival follows the turns
+        now[0] += seconds
+
+    settings = make_settings(fake.api_url, _pem(app_key), github_write_interval_s=1.0)
+    gw = GitHubGateway(settings, clock=lambda: now[0], sleep=sleep)
+    try:
+        shared = await gw.installation(INSTALLATION)
+        assert shared.since is None and await gw.installation(INSTALLATION) is shared
+        pacing = await gw.installation(INSTALLATION, since=50.0)
+        newer = await gw.installation(INSTALLATION, since=300.0)
+        older = await gw.installation(INSTALLATION, since=100.0)
+        await shared.create_comment(REPO, 1, "first")
+        first = asyncio.create_task(pacing.create_comment(REPO, 1, "in the pacer"))
+        await asyncio.sleep(0.01)  # it holds the turn, waiting its second
+        await asyncio.gather(
+            first,
+            newer.create_comment(REPO, 1, "new debate"),
+            shared.create_comment(REPO, 1, "acknowledgment"),
+            older.create_comment(REPO, 1, "debate in progress"),
+        )
+    finally:
+        await gw.aclose()
+    assert [c["body"] for c in fake.comments(REPO, 1)] == [
+        "first",
+        "in the pacer",
+        "debate in progress",
+        "new debate",
+        "acknowledgment",
+    ]
+
+
 async def test_pacer_spaces_writes_even_when_sleep_does_not_move_the_clock():
     slept: list[float] = []
 

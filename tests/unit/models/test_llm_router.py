@@ -9,7 +9,9 @@ import pytest
 
 from bot.core.errors import ConfigError, ModelError
 from bot.core.settings import Settings
+from bot.engine.prompts import TASK_HEADER
 from bot.engine.types import ModelRequest, Prompt, TurnKey
+from bot.models.oracle import AnswerBook, Labelled
 from bot.models.router import ModelRouter
 from bot.models.scripted import ScriptedProvider
 
@@ -144,6 +146,24 @@ async def test_scripted_defaults_to_the_rehearsal_replies() -> None:
     assert completion.text.startswith("(scripted rehearsal)")
     again = await ScriptedProvider().generate("judge", PROMPT, 100)
     assert again.text == completion.text  # deterministic
+
+
+async def test_the_oracle_answers_from_the_book_its_router_was_built_with() -> None:
+    book = AnswerBook()
+    book.add(PROMPT.prefix, Labelled("c-1", "question", "42"))
+    answer = Prompt(PROMPT.system, PROMPT.prefix, f"\n{TASK_HEADER}\nTASK: answer\n")
+    request = ModelRequest(
+        key=TurnKey(phase="synthesis", round=0, slot="S"),
+        models=("scripted/oracle:1",),
+        prompt=answer,
+        max_output_tokens=200,
+    )
+    async with ModelRouter(settings(), answer_book=book) as router:
+        turn = await router.complete(request)
+    async with ModelRouter(settings()) as router:
+        bookless = await router.complete(request)
+    assert turn.status == "ok" and "ANSWER: 42" in turn.text
+    assert bookless.status == "dropped" and bookless.drop_class == "unusable_output"
 
 
 async def test_an_httpx_error_from_a_provider_never_escapes() -> None:

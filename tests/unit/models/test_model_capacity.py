@@ -16,8 +16,8 @@ import pytest
 from bot.core.errors import ConfigError
 from bot.core.settings import Settings
 from bot.engine.types import ModelRequest, Prompt, TurnKey
-from bot.github.pacing import WritePacer, writer_since
-from bot.models.fair import CallInfo, FairQueue, Share, current_call
+from bot.github.pacing import WritePacer
+from bot.models.fair import CallInfo, FairQueue, Share
 from bot.models.gate import EndpointGate
 from bot.models.limits import Aimd, Bucket, parse_duration, read_rate_headers
 from bot.models.router import ModelRouter
@@ -292,8 +292,7 @@ async def test_the_gate_lets_waiting_calls_through_in_fair_order() -> None:
     served: list[str] = []
 
     async def call(share: Share, name: str) -> None:
-        current_call.set(CallInfo(share, 10, 10))
-        ticket = await gate.enter()
+        ticket = await gate.enter(CallInfo(share, 10, 10))
         served.append(name)
         await asyncio.sleep(0)
         gate.leave(ticket, 200)
@@ -406,8 +405,7 @@ async def test_an_installations_writes_wait_oldest_run_first() -> None:
     order: list[str] = []
 
     async def write(name: str, since: float | None) -> None:
-        writer_since.set(since)
-        await pacer.wait_turn()
+        await pacer.wait_turn(since)
         order.append(name)
 
     await write("first", None)
@@ -434,8 +432,7 @@ async def test_a_waiting_write_is_passed_only_by_runs_older_than_it() -> None:
     order: list[str] = []
 
     async def write(name: str, since: float | None) -> None:
-        writer_since.set(since)
-        await pacer.wait_turn()
+        await pacer.wait_turn(since)
         order.append(name)
 
     later = time.time() + 3600  # a run started after the acknowledgment queued

@@ -13,7 +13,7 @@ import pytest
 
 from bot.core.settings import Settings
 from bot.engine.types import ModelRequest, Prompt, RepoRef, ToolBudget, TurnKey
-from bot.models.fair import Share, calling
+from bot.models.fair import CallInfo, Share
 from bot.models.gate import Ticket
 from bot.models.router import ModelRouter
 from bot.run.tool_loop import ToolLoop
@@ -69,8 +69,8 @@ def test_a_tool_step_waits_its_fair_turn_at_the_gate(server: ToolModelServer) ->
                 run_id="run-new",
                 share=NEWER,
             )
-            with calling(Share(installation=1, since=0.0), 10, 10):
-                held = await gate.enter()  # the one slot, taken
+            # The one slot, taken.
+            held = await gate.enter(CallInfo(Share(installation=1, since=0.0), 10, 10))
             tool_turn = asyncio.create_task(loop.complete(request("Atlas", BUDGET)))
             plain_turn = asyncio.create_task(router.complete(request("Beacon", None), OLDER))
             for _ in range(1000):  # until both wait (no clock involved)
@@ -95,8 +95,10 @@ def test_tool_steps_carry_the_runs_share_and_an_estimate(server: ToolModelServer
             seen: list[tuple[Share, float]] = []
             enter = gate.enter
 
-            async def recording(place: int | None = None) -> Ticket:
-                ticket = await enter(place)
+            async def recording(
+                call_info: CallInfo | None = None, place: int | None = None
+            ) -> Ticket:
+                ticket = await enter(call_info, place)
                 seen.append((ticket.share, ticket.tokens))
                 return ticket
 

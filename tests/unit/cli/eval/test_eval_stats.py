@@ -107,15 +107,14 @@ def _run(
     settings = Settings()
 
     async def go() -> list[Result]:
-        async with ModelRouter(settings) as router:
-            book = AnswerBook()
+        book = AnswerBook()
+        async with ModelRouter(settings, answer_book=book) as router:
             jobs = plan_jobs(cases, parsed, settings=settings, router=router, book=book)
             with Cache(tmp_path / "cache.sqlite") as cache:
                 result = await run_jobs(
                     jobs,
                     router=router,
                     cache=cache,
-                    book=book,
                     concurrency=32,
                     budget_usd=None,
                     console=Console(file=io.StringIO()),

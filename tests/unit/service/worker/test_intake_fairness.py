@@ -1,5 +1,6 @@
 """Intake shares the workers fairly: one installation's burst of deliveries (each
-waiting its installation's paced write) does not hold back another's."""
+waiting its installation's paced write) does not hold back another's; a
+delivery's and a run's writes wait their turn by their age."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import itertools
 import json
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -14,15 +17,20 @@ from pydantic import SecretStr
 
 from bot.core.metrics import Metrics
 from bot.core.settings import Settings
-from bot.github.gateway import GitHubGateway
-from bot.github.pacing import writer_since
+from bot.engine.types import DebateSpec
+from bot.github.events import IssueCommentEvent
+from bot.github.gateway import GitHubGateway, InstallationClient
 from bot.models.router import ModelRouter
 from bot.service.features.table import build_triggers
+from bot.service.web.filter import trigger
 from bot.service.worker.context import Services
 from bot.service.worker.pool import Worker
-from bot.store import RunStore
-from bot.store.rows import DeliveryRow
-from testkit.harness.service import APP_ID, INSTALLATION, delivery
+from bot.service.worker.respond import Responder
+from bot.service.worker.routes import TriggerTable
+from bot.store import NewRun, RunStore
+from bot.store.rows import DeliveryRow, RunRow
+from testkit.fakes.github_server import FakeGitHub
+from testkit.harness.service import APP_ID, INSTALLATION, REPO, delivery
 from testkit.harness.stores import FakeClock, race
 from testkit.harness.stores import clock as clock
 from testkit.harness.stores import db_url as db_url
@@ -99,18 +107,16 @@ def test_concurrent_intakes_never_share_a_delivery(
         assert row is not None and row.lease_owner == owner and row.attempts == 1
 
 
-def _services(store: RunStore, app_keys: tuple[str, str]) -> Services:
-    settings = Settings(app_id=APP_ID, private_key=SecretStr(app_keys[0]))
-    return Services(settings, store, GitHubGateway(settings), ModelRouter(settings), Metrics())
-
-
-class SinceRecorder(Worker):
-    """Notes the write turn a delivery's GitHub writes would wait by."""
-
-    seen: list[float | None]
-
-    async def _process_delivery(self, row: DeliveryRow) -> None:
-        self.seen.append(writer_since.get())
+@contextmanager
+def github_services(store: RunStore, app_keys: tuple[str, str]) -> Iterator[Services]:
+    """Services whose gateway fetches tokens from a fake GitHub."""
+    private, public = app_keys
+    with FakeGitHub(app_id=APP_ID, public_key_pem=public) as github:
+        github.add_installation(INSTALLATION)
+        settings = Settings(
+            app_id=APP_ID, private_key=SecretStr(private), github_api_url=github.api_url
+        )
+        yield Services(settings, store, GitHubGateway(settings), ModelRouter(settings), Metrics())
 
 
 def test_a_deliverys_writes_wait_their_turn_by_its_arrival(
@@ -124,11 +130,57 @@ def test_a_deliverys_writes_wait_their_turn_by_its_arrival(
     store.record_delivery("d1", "issue_comment", "created", INSTALLATION, payload)
     row = store.get_delivery("d1")
     assert row is not None
-    worker = SinceRecorder(_services(store, app_keys), build_triggers())
-    worker.seen = []
-    anyio.run(worker.process_delivery, row)
-    assert worker.seen == [row.received_at.timestamp()]
-    assert writer_since.get() is None  # set in the delivery's own task context only
+    seen: list[float | None] = []
+
+    async def record(r: Responder, gh: InstallationClient, event: object, _: DeliveryRow) -> str:
+        seen.append(gh.since)
+        return "done"
+
+    table = TriggerTable()
+    table.on_event(trigger(IssueCommentEvent, "created"), record)
+    with github_services(store, app_keys) as svc:
+
+        async def scenario() -> float | None:
+            try:
+                await Worker(svc, table).process_delivery(row)
+                return (await svc.gateway.installation(INSTALLATION)).since
+            finally:
+                await svc.gateway.aclose()
+
+        shared = anyio.run(scenario)
+    assert seen == [row.received_at.timestamp()]
+    assert shared is None  # the delivery's own client: the shared one keeps no age
+
+
+class SinceRecorder(Worker):
+    """Notes the age the client a run is driven with carries, and drives nothing."""
+
+    seen: list[float | None]
+
+    async def _drive_with(self, gh: InstallationClient, run: RunRow, spec: DebateSpec) -> None:
+        self.seen.append(gh.since)
+
+
+def test_a_runs_writes_wait_their_turn_by_its_start(
+    store: RunStore, app_keys: tuple[str, str]
+) -> None:
+    """Its digests and final comment go before newer runs' writes (the same
+    oldest-first order its model calls get at a busy endpoint)."""
+    spec = DebateSpec(mode="debate", title="t", subject="s")
+    store.create_run(NewRun(repo=REPO, issue_number=1, spec=spec, installation_id=INSTALLATION))
+    (run,) = store.claim_runs("w", LEASE, 1)
+    with github_services(store, app_keys) as svc:
+        worker = SinceRecorder(svc, build_triggers())
+        worker.seen = []
+
+        async def scenario() -> None:
+            try:
+                await worker.drive(run)
+            finally:
+                await svc.gateway.aclose()
+
+        anyio.run(scenario)
+    assert worker.seen == [run.created_at.timestamp()]
 
 
 class Holder(Worker):
