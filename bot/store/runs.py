@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from uuid import uuid4
 
 import sqlalchemy as sa
@@ -53,6 +53,17 @@ def fair_pick(
     r = runs.c
     going = sa.and_(r.state == "running", r.lease_owner.is_not(None), r.lease_expires_at >= now)
     return fair_order(runs, r.id, r.installation_id, (r.created_at, r.id), eligible, going)
+
+
+class Released(TypedDict, total=False):
+    """The run's columns a release may set (None or absent: left as they are)."""
+
+    outcome_kind: str | None
+    error_class: str | None
+    tokens_total: int | None
+    cost_usd: float | None
+    spec: DebateSpec | str | None
+    trigger: Trigger | None
 
 
 class RunQueries(StoreBase):
@@ -239,12 +250,7 @@ class RunQueries(StoreBase):
         state: RunState,
         *,
         handed_back: bool = False,
-        outcome_kind: str | None = None,
-        error_class: str | None = None,
-        tokens_total: int | None = None,
-        cost_usd: float | None = None,
-        spec: DebateSpec | str | None = None,
-        trigger: Trigger | None = None,
+        **columns: Unpack[Released],
     ) -> bool:
         """Leave a run in ``state`` (final, ``waiting``, or ``queued`` to hand it
         back) and drop the lease, setting those of the run's columns given (None:
@@ -255,15 +261,13 @@ class RunQueries(StoreBase):
             raise StoreError(f"cannot release a run into state {state!r}")
         if handed_back and state != "queued":
             raise StoreError("only a queued release is a hand-back")
-        given = {
-            "outcome_kind": outcome_kind,
-            "error_class": error_class,
-            "tokens_total": tokens_total,
-            "cost_usd": cost_usd,
-            "spec": None if spec is None else self._spec_text(spec),
-            "trigger": None if trigger is None else to_json(trigger),
-        }
-        fields = {name: value for name, value in given.items() if value is not None}
+        if unknown := sorted(columns.keys() - Released.__annotations__.keys()):
+            raise TypeError(f"release_run() cannot set {', '.join(unknown)}")  # as Python would
+        fields: dict[str, object] = {k: v for k, v in columns.items() if v is not None}
+        if (spec := columns.get("spec")) is not None:
+            fields["spec"] = self._spec_text(spec)
+        if (trigger := columns.get("trigger")) is not None:
+            fields["trigger"] = to_json(trigger)
         values = {
             "state": state,
             "lease_owner": None,
