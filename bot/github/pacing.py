@@ -16,13 +16,13 @@ moves that next slot back if nobody holds it yet; otherwise it reserves again.
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Protocol
+
+from bot.core.fair import FairQueue, Share
 
 # Added to a non-zero interval: a write is sent a little after its slot (a busy
 # event loop, a thread hop), and the next one must still arrive a full interval
@@ -53,15 +53,15 @@ class SharedSlots(Protocol):
 
 class _OldestFirst:
     """A lock whose waiters enter oldest run first (``since``: when the writer's
-    run started, epoch seconds), then in arrival order: asyncio.Lock's FIFO would
-    queue a debate's later rounds behind every newer debate's first posts (issue
-    22's fair shares). A delivery's writes count from the webhook's arrival, and
-    a writer without a time (None) from when it queues."""
+    run started, epoch seconds), then in arrival order (bot/core/fair.py, one
+    installation's queue): asyncio.Lock's FIFO would queue a debate's later
+    rounds behind every newer debate's first posts (issue 22's fair shares). A
+    delivery's writes count from the webhook's arrival, and a writer without a
+    time (None) from when it queues."""
 
     def __init__(self) -> None:
         self._held = False
-        self._waiting: list[tuple[float, int, asyncio.Future[None]]] = []
-        self._seq = itertools.count()
+        self._waiting: FairQueue[asyncio.Future[None]] = FairQueue()
 
     @asynccontextmanager
     async def turn(self, since: float | None) -> AsyncIterator[None]:
@@ -72,23 +72,23 @@ class _OldestFirst:
             self._release()
 
     async def _acquire(self, since: float | None) -> None:
-        if not self._held and not self._waiting:
+        if not self._held and not len(self._waiting):
             self._held = True
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(
-            self._waiting, (time.time() if since is None else since, next(self._seq), future)
-        )
+        entry = self._waiting.push(Share(since=time.time() if since is None else since), future)
         try:
             await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
                 self._release()  # handed the lock as it was cancelled: pass it on
+            else:
+                self._waiting.drop(entry)
             raise
 
     def _release(self) -> None:
-        while self._waiting:
-            _, _, future = heapq.heappop(self._waiting)
+        while (waiter := self._waiting.pop()) is not None:
+            future, _ = waiter
             if not future.done():
                 future.set_result(None)  # held passes straight to it
                 return

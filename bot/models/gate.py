@@ -29,8 +29,9 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from bot.core.aio import store_call
+from bot.core.fair import FairQueue, Share
 from bot.core.logs import get_logger
-from bot.models.fair import CallInfo, FairQueue, Share
+from bot.models.fair import CallInfo
 from bot.models.limits import Aimd, Bucket, RateHeaders, read_rate_headers
 
 log = get_logger(__name__)

@@ -20,6 +20,7 @@ import httpx
 from pydantic import SecretStr
 
 from bot.core.errors import ConfigError, ModelError
+from bot.core.fair import Share
 from bot.core.logs import get_logger
 from bot.core.settings import Endpoint, Settings
 from bot.core.transport import AiohttpTransport, LeanAsyncClient
@@ -29,7 +30,7 @@ from bot.models.agents.gateway import Upstream
 from bot.models.agents.host import AgentHost
 from bot.models.anthropic import AnthropicProvider
 from bot.models.base import Provider, Route, ToolProvider, drop_class_of, prompt_tokens
-from bot.models.fair import CallInfo, Share
+from bot.models.fair import CallInfo
 from bot.models.gate import EndpointGate, SharedLimits
 from bot.models.http import HttpProvider
 from bot.models.openai import OpenAIProvider

@@ -26,6 +26,7 @@ import httpx
 
 from bot.core.aio import store_call
 from bot.core.errors import AgentUnavailable, ModelError
+from bot.core.fair import Share
 from bot.core.logs import get_logger
 from bot.engine.agents import AgentRef, is_agent, is_agent_config, parse_agent
 from bot.engine.citations import check_citations
@@ -57,7 +58,6 @@ from bot.models.agents.sandbox import (
     run_sandboxed,
 )
 from bot.models.base import drop_class_of
-from bot.models.fair import Share
 from bot.repo.snapshot import Snapshot
 from bot.repo.workspace import Written, remove_tree, write_workspace
 from bot.run.execute import Completer

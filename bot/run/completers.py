@@ -13,12 +13,12 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 
+from bot.core.fair import Share
 from bot.core.metrics import Metrics
 from bot.engine.agents import is_agent
 from bot.engine.routing import all_models
 from bot.engine.types import DebateSpec
 from bot.models.agents.gateway import Purse
-from bot.models.fair import Share
 from bot.models.router import ModelRouter
 from bot.repo.snapshot import Snapshot
 from bot.repo.tools import ToolCaps, run_tool

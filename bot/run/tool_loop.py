@@ -37,6 +37,7 @@ import anyio
 
 from bot.core.aio import store_call
 from bot.core.errors import BotError, ModelError, ToolsUnsupported
+from bot.core.fair import Share
 from bot.core.logs import get_logger
 from bot.core.metrics import Metrics
 from bot.engine.citations import check_citations, parse_citations
@@ -60,7 +61,7 @@ from bot.models.base import (
     prompt_tokens,
     trim_history,
 )
-from bot.models.fair import CallInfo, Share
+from bot.models.fair import CallInfo
 from bot.store.rows import StoredStep
 
 log = get_logger(__name__)

@@ -32,11 +32,12 @@ from typing import Any, Final, Protocol
 import httpx
 from aiohttp import web
 
+from bot.core.fair import Share
 from bot.core.logs import get_logger
 from bot.engine.types import Usage
 from bot.models.agents.wire import Call, classify, request_hash, usage_of
 from bot.models.base import add_usage
-from bot.models.fair import CallInfo, Share
+from bot.models.fair import CallInfo
 from bot.models.gate import EndpointGate
 
 log = get_logger(__name__)

@@ -12,11 +12,11 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from bot.core.fair import Share
 from bot.core.logs import get_logger
 from bot.engine.render import render_rounds
 from bot.engine.types import PERSONA_PHASES, Batch, DebateSpec, ModelRequest, Outcome, Turn
 from bot.github.gateway import InstallationClient
-from bot.models.fair import Share
 from bot.models.router import ModelRouter
 from bot.run.execute import Completer, execute
 from bot.run.tool_loop import attach_evidence

@@ -14,10 +14,11 @@ import anyio
 import pytest
 
 from bot.core.errors import ConfigError
+from bot.core.fair import FairQueue, Share
 from bot.core.settings import Settings
 from bot.engine.types import ModelRequest, Prompt, TurnKey
 from bot.github.pacing import WritePacer
-from bot.models.fair import CallInfo, FairQueue, Share
+from bot.models.fair import CallInfo
 from bot.models.gate import EndpointGate
 from bot.models.limits import Aimd, Bucket, parse_duration, read_rate_headers
 from bot.models.router import ModelRouter

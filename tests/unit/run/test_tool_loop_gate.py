@@ -11,9 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from bot.core.fair import Share
 from bot.core.settings import Settings
 from bot.engine.types import ModelRequest, Prompt, RepoRef, ToolBudget, TurnKey
-from bot.models.fair import CallInfo, Share
+from bot.models.fair import CallInfo
 from bot.models.gate import Ticket
 from bot.models.router import ModelRouter
 from bot.run.tool_loop import ToolLoop
