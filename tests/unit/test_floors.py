@@ -55,3 +55,41 @@ def test_each_contract_fails_on_a_probe(
     assert proc.returncode != 0
     broken = [line for line in proc.stdout.splitlines() if " BROKEN" in line]
     assert len(broken) == 1 and broken[0].startswith(contract), proc.stdout[-3000:]
+
+
+def _circles(imports: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles (strongly connected groups of modules), Tarjan's way."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        for w in imports.get(v, ()):
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            group = []
+            while (w := stack.pop()) != v:
+                group.append(w)
+            if group:
+                found.append(sorted([v, *group]))
+
+    for module in sorted(imports):
+        if module not in order:
+            visit(module)
+    return found
+
+
+def test_no_module_imports_itself_round_a_circle() -> None:
+    """Type-only imports count: a circle is a circle to the reader too."""
+    grimp = pytest.importorskip("grimp")  # import-linter's own import graph
+    graph = grimp.build_graph("bot", cache_dir=None)
+    imports = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    assert _circles(imports) == []
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

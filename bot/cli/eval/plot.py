@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bot.cli.eval.report import ConfigFigures
+    from bot.cli.eval.stats import ConfigFigures
 
 
 def accuracy_cost_png(figs: Sequence[ConfigFigures], path: Path) -> Path | None:

@@ -13,34 +13,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bot.cli.eval.cache import Result
 from bot.cli.eval.configs import EvalConfig
-from bot.cli.eval.stats import paired_difference, percentile, wilson
+from bot.cli.eval.stats import ConfigFigures, paired_difference, percentile, wilson
 
 ORACLE = "scripted/oracle:"
-
-
-@dataclass(frozen=True)
-class ConfigFigures:
-    name: str
-    spec: str
-    n: int
-    answered: int
-    correct: int
-    accuracy: float | None
-    ci_low: float
-    ci_high: float
-    escalated: int
-    failed: int
-    cost_usd: float  # per case
-    total_usd: float
-    tokens: float  # per case
-    p50_s: float
-    p95_s: float
 
 
 def figures(config: EvalConfig, results: Sequence[Result]) -> ConfigFigures:

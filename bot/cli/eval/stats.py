@@ -101,3 +101,24 @@ def percentile(values: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class ConfigFigures:
+    """One configuration's figures over the cases: what the report and the plot show."""
+
+    name: str
+    spec: str
+    n: int
+    answered: int
+    correct: int
+    accuracy: float | None
+    ci_low: float
+    ci_high: float
+    escalated: int
+    failed: int
+    cost_usd: float  # per case
+    total_usd: float
+    tokens: float  # per case
+    p50_s: float
+    p95_s: float

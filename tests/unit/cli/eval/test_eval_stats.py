@@ -15,9 +15,9 @@ from rich.console import Console
 from bot.cli.eval.cache import Cache, Result
 from bot.cli.eval.cases import load_cases
 from bot.cli.eval.configs import EvalConfig, parse_config
-from bot.cli.eval.report import ConfigFigures, comparisons, figures, write_report
+from bot.cli.eval.report import comparisons, figures, write_report
 from bot.cli.eval.run import plan_jobs, run_jobs
-from bot.cli.eval.stats import mcnemar_exact, paired_difference, percentile, wilson
+from bot.cli.eval.stats import ConfigFigures, mcnemar_exact, paired_difference, percentile, wilson
 from bot.core.settings import Settings
 from bot.models.oracle import AnswerBook, Labelled, belief, draw
 from bot.models.router import ModelRouter
