@@ -153,7 +153,9 @@ class AgentSeats:
     # -- one turn --------------------------------------------------------------------
 
     async def _turn(self, request: ModelRequest, ref: str) -> Turn:
-        seat = self._seat(ref)
+        # The first seat of a CLI in a process checks it (and warms Node's cache):
+        # seconds of subprocesses, off the event loop.
+        seat = await anyio.to_thread.run_sync(self._seat, ref)
         turn_id = request.key.id()
         stored = await self._load(turn_id)
         done = next((s for s in stored if s.final), None)

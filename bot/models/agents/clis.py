@@ -85,9 +85,10 @@ def path_env(found: Found) -> str:
 
 
 def _dir_path(exe: Path, install_dir: Path) -> str:
-    """PATH for a CLI: the Node.js pinned beside the CLIs first, when installed."""
-    node = install_dir / ".bin"
-    first = f"{node}:" if (node / "node").is_file() else ""
+    """PATH for a CLI: the Node.js pinned beside the CLIs first, when installed
+    (its own folder, which holds nothing else: ``.bin`` links every package)."""
+    node = install_dir / ".bin" / "node"
+    first = f"{node.resolve().parent}:" if node.is_file() else ""
     return f"{first}{exe.parent}:/usr/local/bin:/usr/bin:/bin"
 
 

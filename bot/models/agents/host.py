@@ -9,8 +9,10 @@ the cause, and the command that asked is refused before any run starts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -38,6 +40,7 @@ from bot.models.agents.sandbox import (
 log = get_logger(__name__)
 
 RECHECK_S = 30.0  # a failed sandbox or CLI check is answered from memory this long
+CACHE_DIR = "node-compile-cache"  # under DEBATE_BOT_AGENT_DIR (default: the temp folder)
 AGENT_RSS_BYTES = 600 * 1024**2  # what one agent process is budgeted (measured: 140-230 MB)
 
 
@@ -110,9 +113,7 @@ class AgentHost:
                 found = find_sandbox(self.sandbox_kind, self.bwrap_setting)
                 if found.confined:
                     probe_sandbox(found)
-                    cache = self.root / "node-compile-cache"
-                    cache.mkdir(mode=0o700, parents=True, exist_ok=True)
-                    found = replace(found, compile_cache=cache)
+                    found = replace(found, compile_cache=private_dir(self.root / CACHE_DIR))
             except AgentUnavailable as exc:
                 self._failed["sandbox"] = (time.monotonic(), exc)
                 raise
@@ -177,6 +178,24 @@ class AgentHost:
         return UPSTREAM[cli]
 
 
+def private_dir(path: Path) -> Path | None:
+    """``path`` as a folder only this process's user can write, made if missing;
+    None (and a warning) when it is anything else: under a shared /tmp another
+    user could have planted code in it, or a link to the service's own files,
+    which every turn would then read."""
+    try:
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o700, parents=True)
+        st = path.lstat()
+    except OSError as exc:
+        log.warning("agent.compile_cache_off", error=type(exc).__name__)
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        log.warning("agent.compile_cache_off", error="not a private folder of this user")
+        return None
+    return path
+
+
 def warm_compile_cache(sandbox: Sandbox, found: Found) -> None:
     """Run a Node CLI's ``--version`` once in the sandbox with the compile cache
     writable: turns then start from compiled code. Best effort: a cold cache
@@ -187,18 +206,18 @@ def warm_compile_cache(sandbox: Sandbox, found: Found) -> None:
         (str(found.exe), "--version"), {"PATH": path_env(found), "HOME": HOME, **QUIET},
         found.install_dir,
     )  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="debate-bot-warm-") as folder:
-        turn = Path(folder)
-        for sub in ("workspace", "home", "tmp", "gateway"):
-            (turn / sub).mkdir()
-        try:
+    try:
+        with tempfile.TemporaryDirectory(prefix="debate-bot-warm-") as folder:
+            turn = Path(folder)
+            for sub in ("workspace", "home", "tmp", "gateway"):
+                (turn / sub).mkdir()
             done = subprocess.run(  # noqa: S603  (our own argv)
                 warm_argv(sandbox, command, turn_dir=turn), capture_output=True, timeout=60,
                 stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"},
             )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            log.warning("agent.compile_cache_cold", cli=found.cli, error=type(exc).__name__)
-            return
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("agent.compile_cache_cold", cli=found.cli, error=type(exc).__name__)
+        return
     if done.returncode != 0:
         log.warning("agent.compile_cache_cold", cli=found.cli, exit=done.returncode)
 
