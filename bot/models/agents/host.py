@@ -16,7 +16,7 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -196,6 +196,22 @@ def private_dir(path: Path) -> Path | None:
     return path
 
 
+def _in_scratch_turn(
+    argv_for: Callable[[Path], list[str]], timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    """A trusted command (our probe, a CLI's ``--version``) in the sandbox, in a
+    turn folder of its own with nothing in it; OSError or TimeoutExpired if it
+    cannot run."""
+    with tempfile.TemporaryDirectory(prefix="debate-bot-check-") as folder:
+        turn = Path(folder)
+        for sub in ("workspace", "home", "tmp", "gateway"):
+            (turn / sub).mkdir()
+        return subprocess.run(  # noqa: S603  (our own argv)
+            argv_for(turn), capture_output=True, text=True, timeout=timeout_s,
+            stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+
+
 def warm_compile_cache(sandbox: Sandbox, found: Found) -> None:
     """Run a Node CLI's ``--version`` once in the sandbox with the compile cache
     writable: turns then start from compiled code. Best effort: a cold cache
@@ -207,14 +223,7 @@ def warm_compile_cache(sandbox: Sandbox, found: Found) -> None:
         found.install_dir,
     )  # fmt: skip
     try:
-        with tempfile.TemporaryDirectory(prefix="debate-bot-warm-") as folder:
-            turn = Path(folder)
-            for sub in ("workspace", "home", "tmp", "gateway"):
-                (turn / sub).mkdir()
-            done = subprocess.run(  # noqa: S603  (our own argv)
-                warm_argv(sandbox, command, turn_dir=turn), capture_output=True, timeout=60,
-                stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"},
-            )  # fmt: skip
+        done = _in_scratch_turn(lambda turn: warm_argv(sandbox, command, turn_dir=turn), 60)
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.warning("agent.compile_cache_cold", cli=found.cli, error=type(exc).__name__)
         return
@@ -225,26 +234,20 @@ def warm_compile_cache(sandbox: Sandbox, found: Found) -> None:
 def probe_sandbox(sandbox: Sandbox) -> None:
     """Start ``true`` in the sandbox exactly as a turn is started (user and network
     namespaces, the binds): AgentUnavailable with bubblewrap's own words if not."""
-    with tempfile.TemporaryDirectory(prefix="debate-bot-probe-") as folder:
-        turn = Path(folder)
-        for sub in ("workspace", "home", "tmp", "gateway"):
-            (turn / sub).mkdir()
-        true = shutil.which("true", path="/usr/bin:/bin") or "/usr/bin/true"
-        argv = [
-            *bwrap_argv(
-                sandbox, turn_dir=turn, install_dir=turn / "tmp", gateway_dir=turn / "gateway"
-            ),
-            true,
-        ]
-        try:
-            done = subprocess.run(  # noqa: S603  (our own argv)
-                argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
-                env={"PATH": "/usr/bin:/bin"},
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise AgentUnavailable(
-                f"the agent sandbox does not start ({type(exc).__name__})", cause="sandbox"
-            ) from None
+    true = shutil.which("true", path="/usr/bin:/bin") or "/usr/bin/true"
+
+    def argv(turn: Path) -> list[str]:
+        binds = bwrap_argv(
+            sandbox, turn_dir=turn, install_dir=turn / "tmp", gateway_dir=turn / "gateway"
+        )
+        return [*binds, true]
+
+    try:
+        done = _in_scratch_turn(argv, 30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise AgentUnavailable(
+            f"the agent sandbox does not start ({type(exc).__name__})", cause="sandbox"
+        ) from None
     if done.returncode != 0:
         # bubblewrap's own words may name host paths: logs only.
         log.warning("agent.sandbox_failed", stderr=done.stderr.strip()[-500:])
